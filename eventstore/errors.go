@@ -1,0 +1,40 @@
+package eventstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrWrongExpectedVersion is matched by every failed expected-revision
+	// check. Use errors.As with *WrongExpectedVersionError for the details.
+	ErrWrongExpectedVersion = errors.New("wrong expected version")
+	// ErrStreamNotFound is returned when reading a stream that has no events.
+	ErrStreamNotFound = errors.New("stream not found")
+	// ErrDuplicateEventID is returned when an event ID already stored is
+	// appended again with other content or at another place.
+	ErrDuplicateEventID = errors.New("duplicate event id")
+	// ErrInvalidEvent is returned for events the store cannot accept (empty
+	// type, malformed ID, no events at all).
+	ErrInvalidEvent = errors.New("invalid event")
+)
+
+// WrongExpectedVersionError reports a failed expected-revision check.
+type WrongExpectedVersionError struct {
+	Stream   string
+	Expected ExpectedRevision
+	// Exists and Actual describe the stream when the check failed.
+	Exists bool
+	Actual uint64
+}
+
+func (e *WrongExpectedVersionError) Error() string {
+	actual := "no stream"
+	if e.Exists {
+		actual = fmt.Sprintf("revision %d", e.Actual)
+	}
+	return fmt.Sprintf("append to %s: expected %s, stream is at %s: %v", e.Stream, e.Expected, actual, ErrWrongExpectedVersion)
+}
+
+// Is makes errors.Is(err, ErrWrongExpectedVersion) true.
+func (e *WrongExpectedVersionError) Is(target error) bool { return target == ErrWrongExpectedVersion }
