@@ -1,0 +1,198 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event type names. They are stored with every event and never change.
+const (
+	TypeSubmitted              = "Submitted"
+	TypeAttemptStarted         = "AttemptStarted"
+	TypeAttemptTimedOut        = "AttemptTimedOut"
+	TypeFindingReceived        = "FindingReceived"
+	TypeEscalated              = "Escalated"
+	TypeManualApprovalRecorded = "ManualApprovalRecorded"
+	TypeManualDecisionRecorded = "ManualDecisionRecorded"
+)
+
+// SchemaVersion is the version of the event bodies written by this code.
+// Readers accept every version up to it.
+const SchemaVersion = 1
+
+// Event is one fact in a review's history. Event bodies hold what a decision
+// record needs and never the reviewed content.
+type Event interface {
+	EventType() string
+}
+
+// Submitted opens a review.
+type Submitted struct {
+	ReviewID      string         `json:"review_id"`
+	ContentClass  string         `json:"content_class"`
+	ContentType   string         `json:"content_type"`
+	PayloadDigest string         `json:"payload_digest"` // "sha256:<hex>" of the content
+	PayloadBytes  int            `json:"payload_bytes"`
+	Policy        PolicySnapshot `json:"policy"`
+	SubmittedAt   time.Time      `json:"submitted_at"`
+	Deadline      time.Time      `json:"deadline"`
+	SubmittedBy   string         `json:"submitted_by,omitempty"`
+}
+
+// AttemptStarted is appended before each provider call.
+type AttemptStarted struct {
+	ReviewID          string    `json:"review_id"`
+	Attempt           int       `json:"attempt"`
+	AttemptTimeoutMS  int64     `json:"attempt_timeout_ms"`
+	RemainingBudgetMS int64     `json:"remaining_budget_ms"`
+	StartedAt         time.Time `json:"started_at"`
+}
+
+// Classification says why an attempt produced no usable finding.
+type Classification string
+
+const (
+	ClassDeadlineExceeded    Classification = "deadline_exceeded"
+	ClassTransportError      Classification = "transport_error"
+	ClassProviderUnavailable Classification = "provider_unavailable"
+	ClassRateLimited         Classification = "rate_limited"
+	ClassInvalidFinding      Classification = "invalid_finding"
+	ClassProviderRefused     Classification = "provider_refused"
+	ClassWorkerLost          Classification = "worker_lost"
+	ClassCancelled           Classification = "cancelled"
+)
+
+// AttemptTimedOut closes an attempt that produced no usable finding.
+type AttemptTimedOut struct {
+	ReviewID       string         `json:"review_id"`
+	Attempt        int            `json:"attempt"`
+	Classification Classification `json:"classification"`
+	ElapsedMS      int64          `json:"elapsed_ms"`
+	// Detail is a short diagnostic (status code, error class); never content.
+	Detail       string    `json:"detail,omitempty"`
+	RetryAfterMS int64     `json:"retry_after_ms,omitempty"`
+	At           time.Time `json:"at"`
+}
+
+// Decision is a final or interim state a finding or moderator can give.
+type Decision string
+
+const (
+	DecisionAccepted Decision = "accepted"
+	DecisionRejected Decision = "rejected"
+)
+
+// Valid reports whether d is accepted or rejected.
+func (d Decision) Valid() bool { return d == DecisionAccepted || d == DecisionRejected }
+
+// FindingReceived records a complete structured finding for one attempt.
+type FindingReceived struct {
+	ReviewID   string    `json:"review_id"`
+	Attempt    int       `json:"attempt"`
+	State      Decision  `json:"state"`
+	Reasons    []string  `json:"reasons"`
+	Source     string    `json:"source"` // "response" or "callback"
+	ElapsedMS  int64     `json:"elapsed_ms"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// EscalationReason says why a review left the automated path.
+type EscalationReason string
+
+const (
+	ReasonAttemptsExhausted    EscalationReason = "attempts_exhausted"
+	ReasonBudgetExhausted      EscalationReason = "budget_exhausted"
+	ReasonDeadlinePassed       EscalationReason = "deadline_passed"
+	ReasonProviderRefused      EscalationReason = "provider_refused"
+	ReasonRetryBudgetExhausted EscalationReason = "retry_budget_exhausted"
+	ReasonHumanGate            EscalationReason = "human_gate"
+	ReasonCancelled            EscalationReason = "cancelled"
+)
+
+// Escalated ends the automated path. State is manual_review, or rejected
+// for a fail-closed class whose work was exhausted.
+type Escalated struct {
+	ReviewID string           `json:"review_id"`
+	Reason   EscalationReason `json:"reason"`
+	State    State            `json:"state"`
+	Attempts int              `json:"attempts"`
+	Detail   string           `json:"detail,omitempty"`
+	At       time.Time        `json:"at"`
+}
+
+// ManualApprovalRecorded is one moderator's vote on a class that needs more
+// than one approval; the decision follows when enough agree.
+type ManualApprovalRecorded struct {
+	ReviewID  string    `json:"review_id"`
+	State     Decision  `json:"state"`
+	Moderator string    `json:"moderator"`
+	Note      string    `json:"note,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// ManualDecisionRecorded is a moderator's decision on a manual_review item.
+type ManualDecisionRecorded struct {
+	ReviewID  string    `json:"review_id"`
+	State     Decision  `json:"state"`
+	Moderator string    `json:"moderator"`
+	Note      string    `json:"note,omitempty"`
+	Approvers []string  `json:"approvers,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+func (Submitted) EventType() string              { return TypeSubmitted }
+func (AttemptStarted) EventType() string         { return TypeAttemptStarted }
+func (AttemptTimedOut) EventType() string        { return TypeAttemptTimedOut }
+func (FindingReceived) EventType() string        { return TypeFindingReceived }
+func (Escalated) EventType() string              { return TypeEscalated }
+func (ManualApprovalRecorded) EventType() string { return TypeManualApprovalRecorded }
+func (ManualDecisionRecorded) EventType() string { return TypeManualDecisionRecorded }
+
+// EncodeEvent returns the stored body of e.
+func EncodeEvent(e Event) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", e.EventType(), err)
+	}
+	return b, nil
+}
+
+// DecodeEvent rebuilds an event from its type name and stored body.
+func DecodeEvent(typ string, data []byte) (Event, error) {
+	var e Event
+	switch typ {
+	case TypeSubmitted:
+		e = decodeInto[Submitted](data)
+	case TypeAttemptStarted:
+		e = decodeInto[AttemptStarted](data)
+	case TypeAttemptTimedOut:
+		e = decodeInto[AttemptTimedOut](data)
+	case TypeFindingReceived:
+		e = decodeInto[FindingReceived](data)
+	case TypeEscalated:
+		e = decodeInto[Escalated](data)
+	case TypeManualApprovalRecorded:
+		e = decodeInto[ManualApprovalRecorded](data)
+	case TypeManualDecisionRecorded:
+		e = decodeInto[ManualDecisionRecorded](data)
+	default:
+		return nil, fmt.Errorf("decode event: unknown type %q: %w", typ, ErrCorruptHistory)
+	}
+	if err, ok := e.(decodeError); ok {
+		return nil, fmt.Errorf("decode %s: %v: %w", typ, err.err, ErrCorruptHistory)
+	}
+	return e, nil
+}
+
+type decodeError struct{ err error }
+
+func (decodeError) EventType() string { return "" }
+
+func decodeInto[T Event](data []byte) Event {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return decodeError{err}
+	}
+	return v
+}

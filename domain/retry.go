@@ -1,0 +1,45 @@
+package domain
+
+import "time"
+
+// Rand is the source of jitter. *math/rand/v2.Rand satisfies it; tests pass
+// a seeded one.
+type Rand interface {
+	// Int64N returns a uniform value in [0, n); n > 0.
+	Int64N(n int64) int64
+}
+
+// AttemptTimeout is the timeout of the next attempt: the per-attempt cap or
+// the time remaining until the deadline, whichever is smaller. It is zero or
+// negative when no time remains.
+func AttemptTimeout(attemptCap time.Duration, now, deadline time.Time) time.Duration {
+	return min(attemptCap, deadline.Sub(now))
+}
+
+// Delay is the backoff before retry number n (n = 1 before the second
+// attempt): min(Max, Initial·2^(n-1)) plus jitter drawn from src in
+// [0, Jitter).
+func (b Backoff) Delay(n int, src Rand) time.Duration {
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	if b.Jitter > 0 && src != nil {
+		d += time.Duration(src.Int64N(int64(b.Jitter)))
+	}
+	return d
+}
+
+// RetryWait decides whether another attempt may follow and how long to wait
+// first. backoff is the computed backoff delay, retryAfter the provider's
+// Retry-After (zero when it gave none). The wait is the larger of the two.
+// No retry is made when the wait would reach the deadline: a Retry-After is
+// honoured only within the remaining budget.
+func RetryWait(now, deadline time.Time, backoff, retryAfter time.Duration) (wait time.Duration, ok bool) {
+	wait = max(backoff, retryAfter)
+	if !now.Add(wait).Before(deadline) {
+		return 0, false
+	}
+	return wait, true
+}

@@ -1,0 +1,209 @@
+package domain
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// State is where a review stands.
+type State string
+
+const (
+	StatePending      State = "pending"
+	StateAccepted     State = "accepted"
+	StateRejected     State = "rejected"
+	StateManualReview State = "manual_review"
+)
+
+// Terminal reports whether no event may change s.
+func (s State) Terminal() bool { return s == StateAccepted || s == StateRejected }
+
+// Review is the aggregate: a review's state rebuilt from its events. Its
+// zero value is a review that does not exist yet. Change it only through
+// Apply; the commands in this package return the events to apply.
+type Review struct {
+	id            string
+	class         string
+	contentType   string
+	payloadDigest string
+	policy        ClassPolicy
+	state         State
+	version       uint64
+	exists        bool
+
+	submittedAt time.Time
+	deadline    time.Time
+	decidedAt   time.Time
+	decidedBy   string
+	reasons     []string
+
+	attempts         int    // attempts started
+	inFlight         int    // attempt number in flight, 0 when none
+	inFlightRevision uint64 // revision of the in-flight AttemptStarted
+	inFlightStarted  time.Time
+	inFlightTimeout  time.Duration
+
+	escalationReason EscalationReason
+	escalatedAt      time.Time
+	approvals        map[Decision][]string // moderator names per vote
+}
+
+// Rehydrate rebuilds a review from its events in revision order, the first
+// at revision 0.
+func Rehydrate(events []Event) (*Review, error) {
+	r := &Review{}
+	for i, e := range events {
+		if err := r.Apply(uint64(i), e); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Apply moves the review forward by the event stored at revision rev. It
+// refuses events that could not legally follow the current state, so a
+// tampered or misordered history fails to load instead of producing a
+// plausible review.
+func (r *Review) Apply(rev uint64, e Event) error {
+	if want := r.nextRevision(); rev != want {
+		return fmt.Errorf("%s at revision %d, expected %d: %w", e.EventType(), rev, want, ErrCorruptHistory)
+	}
+	if err := r.apply(e); err != nil {
+		return fmt.Errorf("%s at revision %d: %w: %w", e.EventType(), rev, err, ErrCorruptHistory)
+	}
+	r.version = rev
+	r.exists = true
+	return nil
+}
+
+func (r *Review) nextRevision() uint64 {
+	if !r.exists {
+		return 0
+	}
+	return r.version + 1
+}
+
+func (r *Review) apply(e Event) error {
+	if _, ok := e.(Submitted); !ok && !r.exists {
+		return fmt.Errorf("review not submitted")
+	}
+	switch e := e.(type) {
+	case Submitted:
+		if r.exists {
+			return fmt.Errorf("review submitted twice")
+		}
+		r.id, r.class, r.contentType = e.ReviewID, e.ContentClass, e.ContentType
+		r.payloadDigest = e.PayloadDigest
+		r.policy = e.Policy.ClassPolicy()
+		r.state = StatePending
+		r.submittedAt, r.deadline = e.SubmittedAt, e.Deadline
+	case AttemptStarted:
+		if r.state != StatePending || r.inFlight != 0 || e.Attempt != r.attempts+1 {
+			return fmt.Errorf("attempt %d cannot start", e.Attempt)
+		}
+		r.attempts = e.Attempt
+		r.inFlight = e.Attempt
+		r.inFlightRevision = r.nextRevision()
+		r.inFlightStarted = e.StartedAt
+		r.inFlightTimeout = time.Duration(e.AttemptTimeoutMS) * time.Millisecond
+	case AttemptTimedOut:
+		if r.state != StatePending || r.inFlight == 0 || e.Attempt != r.inFlight {
+			return fmt.Errorf("attempt %d is not in flight", e.Attempt)
+		}
+		r.inFlight = 0
+	case FindingReceived:
+		if r.state != StatePending || r.inFlight == 0 || e.Attempt != r.inFlight || !e.State.Valid() {
+			return fmt.Errorf("finding for attempt %d does not apply", e.Attempt)
+		}
+		r.inFlight = 0
+		r.reasons = slices.Clone(e.Reasons)
+		if e.State == DecisionAccepted && r.policy.HumanGate {
+			// The Escalated event that follows moves it to manual_review.
+			return nil
+		}
+		r.state = State(e.State)
+		r.decidedAt = e.ReceivedAt
+		r.decidedBy = "provider"
+	case Escalated:
+		if r.state != StatePending {
+			return fmt.Errorf("escalation of a %s review", r.state)
+		}
+		if e.State != StateManualReview && e.State != StateRejected {
+			return fmt.Errorf("escalation to %q", e.State)
+		}
+		r.inFlight = 0
+		r.state = e.State
+		r.escalationReason = e.Reason
+		r.escalatedAt = e.At
+		if e.State == StateRejected {
+			r.decidedAt = e.At
+			r.decidedBy = "policy"
+			r.reasons = []string{"fail_closed:" + string(e.Reason)}
+		}
+	case ManualApprovalRecorded:
+		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) {
+			return fmt.Errorf("approval by %q does not apply", e.Moderator)
+		}
+		if r.approvals == nil {
+			r.approvals = make(map[Decision][]string)
+		}
+		r.approvals[e.State] = append(r.approvals[e.State], e.Moderator)
+	case ManualDecisionRecorded:
+		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) {
+			return fmt.Errorf("decision by %q does not apply", e.Moderator)
+		}
+		r.state = State(e.State)
+		r.decidedAt = e.At
+		r.decidedBy = e.Moderator
+		if e.Note != "" {
+			r.reasons = []string{e.Note}
+		}
+	default:
+		return fmt.Errorf("unknown event %T", e)
+	}
+	return nil
+}
+
+func (r *Review) approved(moderator string) bool {
+	for _, names := range r.approvals {
+		if slices.Contains(names, moderator) {
+			return true
+		}
+	}
+	return false
+}
+
+// Accessors for read models and views.
+
+func (r *Review) Exists() bool                       { return r.exists }
+func (r *Review) ID() string                         { return r.id }
+func (r *Review) Class() string                      { return r.class }
+func (r *Review) ContentType() string                { return r.contentType }
+func (r *Review) PayloadDigest() string              { return r.payloadDigest }
+func (r *Review) Policy() ClassPolicy                { return r.policy }
+func (r *Review) State() State                       { return r.state }
+func (r *Review) Version() uint64                    { return r.version }
+func (r *Review) SubmittedAt() time.Time             { return r.submittedAt }
+func (r *Review) Deadline() time.Time                { return r.deadline }
+func (r *Review) DecidedAt() time.Time               { return r.decidedAt }
+func (r *Review) DecidedBy() string                  { return r.decidedBy }
+func (r *Review) Reasons() []string                  { return slices.Clone(r.reasons) }
+func (r *Review) Attempts() int                      { return r.attempts }
+func (r *Review) EscalatedAt() time.Time             { return r.escalatedAt }
+func (r *Review) EscalationReason() EscalationReason { return r.escalationReason }
+
+// InFlight returns the attempt in flight, the revision of its
+// AttemptStarted, when it started and its timeout; attempt is 0 when none.
+func (r *Review) InFlight() (attempt int, revision uint64, started time.Time, timeout time.Duration) {
+	return r.inFlight, r.inFlightRevision, r.inFlightStarted, r.inFlightTimeout
+}
+
+// Approvals returns the moderators who voted for each decision so far.
+func (r *Review) Approvals() map[Decision][]string {
+	out := make(map[Decision][]string, len(r.approvals))
+	for d, names := range r.approvals {
+		out[d] = slices.Clone(names)
+	}
+	return out
+}
