@@ -207,3 +207,16 @@ func (r *Review) Approvals() map[Decision][]string {
 	}
 	return out
 }
+
+// Clone returns a copy of r that shares nothing mutable with it, so a
+// caller can keep the review as it stood while applying newer events to the
+// copy.
+func (r *Review) Clone() *Review {
+	c := *r
+	c.reasons = slices.Clone(r.reasons)
+	c.approvals = r.Approvals()
+	if len(r.approvals) == 0 {
+		c.approvals = nil
+	}
+	return &c
+}
