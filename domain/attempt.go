@@ -19,7 +19,9 @@ func (r *Review) StartAttempt(now time.Time) (AttemptStarted, error) {
 	case r.attempts >= r.policy.MaxAttempts:
 		return AttemptStarted{}, ErrAttemptsExhausted
 	}
-	timeout := AttemptTimeout(r.policy.AttemptTimeout, now, r.deadline)
+	// The ledger records the timeout in whole milliseconds; an attempt with
+	// less than one left could never be answered in time.
+	timeout := AttemptTimeout(r.policy.AttemptTimeout, now, r.deadline).Truncate(time.Millisecond)
 	if timeout <= 0 {
 		return AttemptStarted{}, ErrBudgetExhausted
 	}
