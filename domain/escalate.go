@@ -16,12 +16,8 @@ func (r *Review) Escalate(reason EscalationReason, detail string, now time.Time)
 		return Escalated{}, ErrNotPending
 	}
 	target := StateManualReview
-	switch reason {
-	case ReasonHumanGate, ReasonCancelled:
-	default:
-		if r.policy.OnExhaustion == ExhaustToRejected {
-			target = StateRejected
-		}
+	if r.failsClosed(reason) {
+		target = StateRejected
 	}
 	return Escalated{
 		ReviewID: r.id,

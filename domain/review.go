@@ -47,6 +47,10 @@ type Review struct {
 	escalationReason EscalationReason
 	escalatedAt      time.Time
 	approvals        map[Decision][]string // moderator names per vote
+
+	// gateHeld is set between an automated accept on a human-gated class
+	// and the Escalated event that must follow it.
+	gateHeld bool
 }
 
 // Rehydrate rebuilds a review from its events in revision order, the first
@@ -88,6 +92,12 @@ func (r *Review) apply(e Event) error {
 	if _, ok := e.(Submitted); !ok && !r.exists {
 		return fmt.Errorf("review not submitted")
 	}
+	if id, ok := reviewIDOf(e); ok && r.exists && id != r.id {
+		return fmt.Errorf("event of review %q in the history of %q", id, r.id)
+	}
+	if esc, ok := e.(Escalated); r.gateHeld && (!ok || esc.Reason != ReasonHumanGate || esc.State != StateManualReview) {
+		return fmt.Errorf("an accept held by the human gate must be escalated to manual_review first")
+	}
 	switch e := e.(type) {
 	case Submitted:
 		if r.exists {
@@ -99,7 +109,7 @@ func (r *Review) apply(e Event) error {
 		r.state = StatePending
 		r.submittedAt, r.deadline = e.SubmittedAt, e.Deadline
 	case AttemptStarted:
-		if r.state != StatePending || r.inFlight != 0 || e.Attempt != r.attempts+1 {
+		if r.state != StatePending || r.inFlight != 0 || e.Attempt != r.attempts+1 || e.Attempt > r.policy.MaxAttempts {
 			return fmt.Errorf("attempt %d cannot start", e.Attempt)
 		}
 		r.attempts = e.Attempt
@@ -120,6 +130,7 @@ func (r *Review) apply(e Event) error {
 		r.reasons = slices.Clone(e.Reasons)
 		if e.State == DecisionAccepted && r.policy.HumanGate {
 			// The Escalated event that follows moves it to manual_review.
+			r.gateHeld = true
 			return nil
 		}
 		r.state = State(e.State)
@@ -132,6 +143,10 @@ func (r *Review) apply(e Event) error {
 		if e.State != StateManualReview && e.State != StateRejected {
 			return fmt.Errorf("escalation to %q", e.State)
 		}
+		if e.State == StateRejected && !r.failsClosed(e.Reason) {
+			return fmt.Errorf("%s escalation to rejected on a class that does not fail closed for it", e.Reason)
+		}
+		r.gateHeld = false
 		r.inFlight = 0
 		r.state = e.State
 		r.escalationReason = e.Reason
@@ -142,7 +157,8 @@ func (r *Review) apply(e Event) error {
 			r.reasons = []string{"fail_closed:" + string(e.Reason)}
 		}
 	case ManualApprovalRecorded:
-		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) {
+		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) ||
+			len(r.approvals[e.State])+1 >= r.policy.RequiredApprovals() {
 			return fmt.Errorf("approval by %q does not apply", e.Moderator)
 		}
 		if r.approvals == nil {
@@ -150,7 +166,7 @@ func (r *Review) apply(e Event) error {
 		}
 		r.approvals[e.State] = append(r.approvals[e.State], e.Moderator)
 	case ManualDecisionRecorded:
-		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) {
+		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) || !r.agreed(e) {
 			return fmt.Errorf("decision by %q does not apply", e.Moderator)
 		}
 		r.state = State(e.State)
@@ -163,6 +179,49 @@ func (r *Review) apply(e Event) error {
 		return fmt.Errorf("unknown event %T", e)
 	}
 	return nil
+}
+
+// failsClosed reports whether an escalation for reason rejects the review
+// instead of queueing it: only exhaustion of a fail-closed class does; a
+// human gate or a cancellation always goes to a moderator.
+func (r *Review) failsClosed(reason EscalationReason) bool {
+	switch reason {
+	case ReasonHumanGate, ReasonCancelled:
+		return false
+	}
+	return r.policy.OnExhaustion == ExhaustToRejected
+}
+
+// agreed reports whether a manual decision carries the votes its class
+// needs: on a class needing n approvals, the n-1 moderators who already
+// voted for the same state, in order, then the deciding moderator.
+func (r *Review) agreed(e ManualDecisionRecorded) bool {
+	if r.policy.RequiredApprovals() == 1 {
+		return true
+	}
+	prior := r.approvals[e.State]
+	return len(prior)+1 >= r.policy.RequiredApprovals() &&
+		slices.Equal(e.Approvers, append(slices.Clone(prior), e.Moderator))
+}
+
+func reviewIDOf(e Event) (string, bool) {
+	switch e := e.(type) {
+	case Submitted:
+		return e.ReviewID, true
+	case AttemptStarted:
+		return e.ReviewID, true
+	case AttemptTimedOut:
+		return e.ReviewID, true
+	case FindingReceived:
+		return e.ReviewID, true
+	case Escalated:
+		return e.ReviewID, true
+	case ManualApprovalRecorded:
+		return e.ReviewID, true
+	case ManualDecisionRecorded:
+		return e.ReviewID, true
+	}
+	return "", false
 }
 
 func (r *Review) approved(moderator string) bool {
