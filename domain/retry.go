@@ -22,6 +22,10 @@ func AttemptTimeout(attemptCap time.Duration, now, deadline time.Time) time.Dura
 func (b Backoff) Delay(n int, src Rand) time.Duration {
 	d := b.Initial
 	for i := 1; i < n && d < b.Max; i++ {
+		if d > b.Max/2 {
+			d = b.Max // doubling would pass Max, or overflow for a huge Max
+			break
+		}
 		d *= 2
 	}
 	d = min(d, b.Max)
