@@ -77,8 +77,12 @@ func (p ClassPolicy) Validate(class string) error {
 		{"backoff.max", p.Backoff.Max},
 	}
 	for _, f := range positive {
-		if f.d <= 0 {
+		switch {
+		case f.d <= 0:
 			return bad(f.key, "must be a positive duration, got %s", f.d)
+		case f.d < time.Millisecond:
+			// Reviews record their policy in milliseconds (PolicySnapshot).
+			return bad(f.key, "must be at least 1ms, got %s", f.d)
 		}
 	}
 	switch {
