@@ -125,23 +125,7 @@ func same(r eventstore.RecordedEvent, e eventstore.EventData) bool {
 }
 
 func validate(stream string, events []eventstore.EventData) error {
-	if stream == "" {
-		return fmt.Errorf("append: empty stream name: %w", eventstore.ErrInvalidEvent)
-	}
-	if len(events) == 0 {
-		return fmt.Errorf("append to %s: no events: %w", stream, eventstore.ErrInvalidEvent)
-	}
-	ids := make(map[string]bool, len(events))
-	for _, e := range events {
-		if e.ID == "" || e.Type == "" {
-			return fmt.Errorf("append to %s: event without id or type: %w", stream, eventstore.ErrInvalidEvent)
-		}
-		if ids[e.ID] {
-			return fmt.Errorf("append to %s: event %s twice in one append: %w", stream, e.ID, eventstore.ErrInvalidEvent)
-		}
-		ids[e.ID] = true
-	}
-	return nil
+	return eventstore.ValidateAppend(stream, events)
 }
 
 // ReadStream implements eventstore.Store.

@@ -1,0 +1,215 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Expectation codes, as appendSQL's CASE reads them.
+const (
+	codeAny = iota
+	codeNoStream
+	codeStreamExists
+	codeExact
+)
+
+// appendSQL inserts the events after the stream's last revision if the
+// expected-revision condition holds, in one statement. It inserts nothing when
+// the condition fails, and fails with a unique violation when a concurrent
+// append took the same revisions or an event ID is already stored.
+const appendSQL = `
+INSERT INTO event (stream, revision, id, type, data, metadata)
+SELECT $1, cur.rev + e.ord, e.id, e.type, e.data, e.metadata
+FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur,
+	unnest($2::uuid[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
+WHERE CASE $6::int
+	WHEN 1 THEN cur.rev = -1
+	WHEN 2 THEN cur.rev >= 0
+	WHEN 3 THEN cur.rev = $7::bigint
+	ELSE true
+END
+RETURNING revision, xid::text::bigint, seq`
+
+// appendOneSQL is appendSQL for a single event, the common case, without the
+// arrays.
+const appendOneSQL = `
+INSERT INTO event (stream, revision, id, type, data, metadata)
+SELECT $1, cur.rev + 1, $2::uuid, $3, $4, $5
+FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur
+WHERE CASE $6::int
+	WHEN 1 THEN cur.rev = -1
+	WHEN 2 THEN cur.rev >= 0
+	WHEN 3 THEN cur.rev = $7::bigint
+	ELSE true
+END
+RETURNING revision, xid::text::bigint, seq`
+
+const (
+	constraintStreamRevision = "event_stream_revision_key"
+	constraintID             = "event_id_key"
+)
+
+// maxAttempts bounds how often an append is retried after losing a race to
+// an append that committed while it ran. Only conditions that still hold are
+// retried (Any, StreamExists, or an Exact that became true), so this is
+// reached only under extreme contention on one stream.
+const maxAttempts = 20
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if err := eventstore.ValidateAppend(stream, events); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	code, rev := codeAny, int64(0)
+	switch n, exact := expected.Exact(); {
+	case exact:
+		if n >= 1<<63-1 {
+			return eventstore.AppendResult{}, fmt.Errorf("append to %s: expected revision %d out of range: %w", stream, n, eventstore.ErrInvalidEvent)
+		}
+		code, rev = codeExact, int64(n)
+	case expected.IsNoStream():
+		code = codeNoStream
+	case expected.IsStreamExists():
+		code = codeStreamExists
+	}
+
+	for attempt := 1; ; attempt++ {
+		res, inserted, err := s.insert(ctx, stream, code, rev, events)
+		if err == nil && inserted {
+			s.signal()
+			return res, nil
+		}
+		var pgErr *pgconn.PgError
+		collided := errors.As(err, &pgErr) && pgErr.Code == "23505"
+		if err != nil && !collided {
+			return eventstore.AppendResult{}, storeErr("append to "+stream, ctx, err)
+		}
+		// The condition failed, a concurrent append took the revisions, or
+		// an ID is stored already: perhaps this very append, retried.
+		if res, ok, err := s.idempotent(ctx, stream, expected, events); ok || err != nil {
+			return res, err
+		}
+		if collided && pgErr.ConstraintName == constraintID {
+			// Stored in the meantime, but not as this append: the check
+			// above saw it or the row was not yet committed when it looked.
+			return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
+		}
+		exists, actual, err := s.current(ctx, stream)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if !expected.Satisfied(exists, actual) || attempt == maxAttempts {
+			return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Exists: exists, Actual: actual}
+		}
+		// The condition holds now: an append we raced committed between our
+		// snapshot and our insert. Try again.
+	}
+}
+
+func (s *Store) insert(ctx context.Context, stream string, code int, rev int64, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
+	var rows pgx.Rows
+	if len(events) == 1 {
+		e := events[0]
+		rows, _ = s.pool.Query(ctx, appendOneSQL, stream, e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata), code, rev)
+	} else {
+		ids := make([]string, len(events))
+		types := make([]string, len(events))
+		data := make([][]byte, len(events))
+		meta := make([][]byte, len(events))
+		for i, e := range events {
+			ids[i], types[i], data[i], meta[i] = e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata)
+		}
+		rows, _ = s.pool.Query(ctx, appendSQL, stream, ids, types, data, meta, code, rev)
+	}
+	var (
+		res      eventstore.AppendResult
+		inserted bool
+		revision int64
+		xid      int64
+		seq      int64
+	)
+	_, err := pgx.ForEachRow(rows, []any{&revision, &xid, &seq}, func() error {
+		if !inserted || uint64(revision) > res.NextRevision {
+			res = eventstore.AppendResult{NextRevision: uint64(revision), Position: eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}}
+		}
+		inserted = true
+		return nil
+	})
+	return res, inserted, err
+}
+
+// idempotent reports whether events are already stored exactly where
+// expected would have put them, and returns the original result if so. It
+// returns ErrDuplicateEventID when some of the IDs are stored as anything
+// else, and false when none is stored.
+func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.ID
+	}
+	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE id = ANY($1::uuid[])`, ids)
+	stored, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return eventstore.AppendResult{}, false, storeErr("append to "+stream, ctx, err)
+	}
+	if len(stored) == 0 {
+		return eventstore.AppendResult{}, false, nil
+	}
+	byID := make(map[string]eventstore.RecordedEvent, len(stored))
+	for _, r := range stored {
+		byID[r.ID] = r
+	}
+	dup := fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
+	first, ok := byID[events[0].ID]
+	if !ok || first.Stream != stream {
+		return eventstore.AppendResult{}, false, dup
+	}
+	if n, exact := expected.Exact(); exact && first.Revision != n+1 || expected.IsNoStream() && first.Revision != 0 {
+		return eventstore.AppendResult{}, false, dup
+	}
+	var last eventstore.RecordedEvent
+	for i, e := range events {
+		r, ok := byID[e.ID]
+		if !ok || r.Stream != stream || r.Revision != first.Revision+uint64(i) ||
+			r.Type != e.Type || !bytes.Equal(r.Data, e.Data) || !bytes.Equal(r.Metadata, e.Metadata) {
+			return eventstore.AppendResult{}, false, dup
+		}
+		last = r
+	}
+	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, true, nil
+}
+
+// current returns whether stream has events and the revision of its last.
+func (s *Store) current(ctx context.Context, stream string) (bool, uint64, error) {
+	var last *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(revision) FROM event WHERE stream = $1`, stream).Scan(&last); err != nil {
+		return false, 0, storeErr("append to "+stream, ctx, err)
+	}
+	if last == nil {
+		return false, 0, nil
+	}
+	return true, uint64(*last), nil
+}
+
+// storeErr translates a driver error: the context's error when ctx ended,
+// otherwise the message alone, so that no driver type leaks to callers.
+func storeErr(op string, ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	return fmt.Errorf("%s: %v", op, err)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,147 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// broadcast wakes every goroutine waiting on it at once.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) init() { b.ch = make(chan struct{}) }
+
+// wait returns a channel closed by the next fire.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// signal announces a committed append: at once to waiters in this process,
+// and through the notifier to other processes.
+func (s *Store) signal() {
+	s.wake.fire()
+	select {
+	case s.notify <- struct{}{}:
+	default: // a notification is pending already
+	}
+}
+
+// notifier sends one NOTIFY for every burst of appends, at most one per
+// NotifyInterval. Sending it outside the appending transaction keeps the
+// server's notification queue lock, taken at commit, off the append path.
+func (s *Store) notifier(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.notify:
+		}
+		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("event store: notify", "error", err)
+		}
+		if sleep(ctx, s.cfg.NotifyInterval) != nil {
+			return
+		}
+	}
+}
+
+// listen keeps one connection listening on Channel and wakes the waiters on
+// every notification, reconnecting after failures.
+func (s *Store) listen(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.cfg.Logger.Warn("event store: listener lost, reconnecting", "error", err)
+		s.wake.fire() // a notification may have been missed
+		if sleep(ctx, s.cfg.PollInterval) != nil {
+			return
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+Channel); err != nil {
+		return err
+	}
+	s.wake.fire() // appends before LISTEN went unannounced
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		s.wake.fire()
+	}
+}
+
+// WaitForEvents implements eventstore.Store. It returns at once when events
+// after pos are readable; otherwise at the next append announced in this
+// process or by notification, after HeldBackInterval when events are
+// committed but held back by an older running transaction, and after
+// PollInterval at the latest.
+func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) error {
+	woken := s.wake.wait()
+	var ready, pending bool
+	err := s.pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM event WHERE `+after+` AND `+readable+`),
+		EXISTS (SELECT 1 FROM event WHERE `+after+`)`,
+		uintText(pos.Commit), clamp(pos.Prepare)).Scan(&ready, &pending)
+	if err != nil {
+		return storeErr("wait for events after "+pos.String(), ctx, err)
+	}
+	if ready {
+		return nil
+	}
+	d := s.cfg.PollInterval
+	if pending {
+		d = s.cfg.HeldBackInterval
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-woken:
+	case <-t.C:
+	}
+	return nil
+}
+
+// sleep waits for d or until ctx is done, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

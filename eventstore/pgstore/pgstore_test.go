@@ -1,0 +1,132 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newStore(t *testing.T) *pgstore.Store {
+	s := pgstore.New(dbtest.Pool(t), pgstore.Config{})
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	eventstoretest.Run(t, func(t *testing.T) eventstore.Store { return newStore(t) })
+}
+
+// TestHeldBackByOpenTransaction writes an event in a transaction left open,
+// appends another after it, and checks that the later one stays unreadable
+// until the earlier commits, then both come in transaction order: the case
+// a plain sequence gets wrong.
+func TestHeldBackByOpenTransaction(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	s := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	early := eventstoretest.NewID()
+	if _, err := tx.Exec(ctx, `INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ('slow', 0, $1, 'Slow', '', '')`, early); err != nil {
+		t.Fatal(err)
+	}
+	late := eventstore.EventData{ID: eventstoretest.NewID(), Type: "Fast", Data: []byte(`{}`)}
+	if _, err := s.Append(ctx, "fast", eventstore.NoStream, late); err != nil {
+		t.Fatal(err)
+	}
+
+	// The later event is committed (its stream reads it) but not in the
+	// global order yet.
+	if got, err := s.ReadStream(ctx, "fast", 0); err != nil || len(got) != 1 {
+		t.Fatalf("ReadStream: %d events, %v", len(got), err)
+	}
+	if got, err := s.ReadAll(ctx, eventstore.Start, 10); err != nil || len(got) != 0 {
+		t.Fatalf("ReadAll while an older transaction is open: %d events, %v; want none", len(got), err)
+	}
+	st, err := s.Stall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.HeldBack != 1 || st.XIDSpan == 0 {
+		t.Fatalf("Stall while held back: %+v, want 1 event held back", st)
+	}
+	// A waiter is told events are coming, soon.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := s.WaitForEvents(wctx, eventstore.Start); err != nil {
+		t.Fatalf("WaitForEvents while held back: %v", err)
+	}
+
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Other transactions on the server may hold the order back a moment
+	// longer; wait for both events.
+	var got []eventstore.RecordedEvent
+	for len(got) < 2 {
+		if got, err = s.ReadAll(ctx, eventstore.Start, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) < 2 {
+			if err := s.WaitForEvents(ctx, eventstore.Start); err != nil {
+				t.Fatalf("waiting for the events after commit: %v", err)
+			}
+		}
+	}
+	if len(got) != 2 || got[0].ID != early || got[1].ID != late.ID {
+		t.Fatalf("ReadAll after commit: %+v; want the early event, then the late one", got)
+	}
+	if st, err := s.Stall(ctx); err != nil || st.HeldBack != 0 || st.Oldest != 0 {
+		t.Fatalf("Stall once both are readable: %+v, %v; want nothing held back", st, err)
+	}
+}
+
+// TestNotificationAcrossStores checks that an append through one Store wakes
+// a waiter on another (as in another process) sooner than the poll interval.
+func TestNotificationAcrossStores(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	writer := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(writer.Close)
+	reader := pgstore.New(pool, pgstore.Config{PollInterval: time.Hour})
+	t.Cleanup(reader.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	woke := make(chan error, 1)
+	go func() {
+		for {
+			if err := reader.WaitForEvents(ctx, eventstore.Start); err != nil {
+				woke <- err
+				return
+			}
+			if got, err := reader.ReadAll(ctx, eventstore.Start, 1); err != nil || len(got) > 0 {
+				woke <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // let the listener start and the waiter block
+	if _, err := writer.Append(ctx, "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("waiting on another store: %v", err)
+	}
+}

@@ -1,0 +1,88 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+const selectEvents = `SELECT id::text, stream, revision, xid::text::bigint, seq, type, data, metadata, recorded_at FROM event`
+
+func scanEvent(row pgx.CollectableRow) (eventstore.RecordedEvent, error) {
+	var (
+		e             eventstore.RecordedEvent
+		revision, xid int64
+		seq           int64
+		at            time.Time
+	)
+	err := row.Scan(&e.ID, &e.Stream, &revision, &xid, &seq, &e.Type, &e.Data, &e.Metadata, &at)
+	e.Revision = uint64(revision)
+	e.Position = eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}
+	e.RecordedAt = at
+	return e, err
+}
+
+// ReadStream implements eventstore.Store.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
+	op := "read " + stream
+	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE stream = $1 AND revision >= $2 ORDER BY revision`, stream, clamp(from))
+	events, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, storeErr(op, ctx, err)
+	}
+	if len(events) > 0 {
+		return events, nil
+	}
+	exists := false
+	if from > 0 {
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE stream = $1)`, stream).Scan(&exists); err != nil {
+			return nil, storeErr(op, ctx, err)
+		}
+	}
+	if !exists {
+		return nil, fmt.Errorf("%s: %w", op, eventstore.ErrStreamNotFound)
+	}
+	return nil, nil
+}
+
+// readable is the condition for a row to be in the global order yet: its
+// transaction is older than every transaction still running, so every row
+// that will ever sort before it is committed (or rolled back) already.
+const readable = `xid < pg_snapshot_xmin(pg_current_snapshot())`
+
+// after selects rows sorting after the position ($1, $2).
+const after = `(xid, seq) > ($1::text::xid8, $2::bigint)`
+
+// ReadAll implements eventstore.Store.
+//
+// Positions are (transaction ID, sequence). Only rows of transactions older
+// than the oldest one still running are returned, so a transaction that is
+// slow to commit holds back the events committed after it rather than
+// appearing later behind a reader's position.
+func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY xid, seq LIMIT $3`,
+		uintText(pos.Commit), clamp(pos.Prepare), limit)
+	events, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, storeErr("read all after "+pos.String(), ctx, err)
+	}
+	return events, nil
+}
+
+func clamp(n uint64) int64 {
+	if n > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(n)
+}
+
+func uintText(n uint64) string { return strconv.FormatUint(n, 10) }

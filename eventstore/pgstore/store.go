@@ -1,0 +1,99 @@
+// Package pgstore is the PostgreSQL eventstore.Store, on pgx.
+//
+// All events live in one table (migration 0001_event) with (stream, revision)
+// and the event ID unique. An append is one INSERT that computes its
+// revisions from the stream's last one and carries the expected-revision
+// condition in its WHERE clause: two appends at the same revision collide on
+// the unique index, so streams need no lock of their own and unrelated
+// streams never wait for each other.
+//
+// The global order is (writing transaction ID, sequence), read only below the
+// oldest transaction still running; docs/architecture.md ("Event store and
+// global order") explains why that is gap-safe and what holds it back. Stall
+// measures the hold-up.
+package pgstore
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+var _ eventstore.Store = (*Store)(nil)
+
+// Channel is the PostgreSQL notification channel announcing appends.
+const Channel = "reviewledger_event"
+
+// Config tunes a Store. The zero value is usable.
+type Config struct {
+	// PollInterval bounds how long WaitForEvents waits when no notification
+	// arrives, so that a lost one only delays a reader. Default 1s.
+	PollInterval time.Duration
+	// HeldBackInterval is how long WaitForEvents waits when events are
+	// committed but not yet readable because an older transaction is still
+	// running. Default 25ms.
+	HeldBackInterval time.Duration
+	// NotifyInterval is the shortest time between two notifications this
+	// store sends; appends in between share one. Default 10ms.
+	NotifyInterval time.Duration
+	// Logger receives listener connection errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.HeldBackInterval <= 0 {
+		c.HeldBackInterval = 25 * time.Millisecond
+	}
+	if c.NotifyInterval <= 0 {
+		c.NotifyInterval = 10 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Store is an event store in PostgreSQL. Create it with New and release it
+// with Close.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	wake broadcast
+
+	notify chan struct{} // appends signal the notifier; buffered 1
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a store on pool, whose database must be migrated
+// (migrations.Apply). It starts a listener on a connection of its own and a
+// notifier; Close stops them. Closing pool is the caller's business.
+func New(pool *pgxpool.Pool, cfg Config) *Store {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		pool:   pool,
+		cfg:    cfg,
+		notify: make(chan struct{}, 1),
+		cancel: cancel,
+	}
+	s.wake.init()
+	s.wg.Add(2)
+	go s.listen(ctx)
+	go s.notifier(ctx)
+	return s
+}
+
+// Close stops the listener and the notifier and waits for them. It must be
+// called before the pool is closed.
+func (s *Store) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
