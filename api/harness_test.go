@@ -1,0 +1,303 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// Tokens of the test server, one per role.
+const (
+	submitterToken = "submitter-token-0001"
+	moderatorToken = "moderator-token-0001"
+	moderator2     = "moderator-token-0002"
+	auditorToken   = "auditor-token-00001"
+	adminToken     = "admin-token-0000001"
+)
+
+var testTokens = []Token{
+	{Role: RoleSubmitter, Name: "platform", Secret: submitterToken},
+	{Role: RoleModerator, Name: "mona", Secret: moderatorToken},
+	{Role: RoleModerator, Name: "max", Secret: moderator2},
+	{Role: RoleAuditor, Name: "audrey", Secret: auditorToken},
+	{Role: RoleAdmin, Name: "root", Secret: adminToken},
+}
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fakeRunner does what the runner's Submit does with the real ledger,
+// records callbacks and reports a settable in-flight count.
+type fakeRunner struct {
+	ledger   *ledger.Ledger
+	policy   domain.Policy
+	now      func() time.Time
+	inFlight atomic.Int64
+
+	mu          sync.Mutex
+	callbackErr error
+	callbacks   []callbackCall
+}
+
+type callbackCall struct {
+	id     string
+	header http.Header
+	body   []byte
+}
+
+func (f *fakeRunner) Submit(ctx context.Context, req SubmitRequest) (*ledger.Review, bool, error) {
+	cp, err := f.policy.Class(req.ContentClass)
+	if err != nil {
+		return nil, false, err
+	}
+	sum := sha256.Sum256(req.Content)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	e, err := domain.Submit(domain.SubmitCommand{ReviewID: req.ReviewID, ContentClass: req.ContentClass, ContentType: req.ContentType,
+		PayloadDigest: digest, PayloadBytes: len(req.Content), Policy: cp, SubmittedBy: req.Actor.Name, Now: f.now()})
+	if err != nil {
+		return nil, false, err
+	}
+	rv, err := f.ledger.Create(ctx, e, req.Actor)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		rv, err = f.ledger.Load(ctx, req.ReviewID)
+		if err != nil {
+			return nil, false, err
+		}
+		if !rv.SameSubmission(req.ContentClass, digest) {
+			return nil, false, domain.ErrReviewExists
+		}
+		return rv, false, nil
+	}
+	return rv, err == nil, err
+}
+
+func (f *fakeRunner) HandleCallback(ctx context.Context, id string, h http.Header, body []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.callbacks = append(f.callbacks, callbackCall{id, h, body})
+	return f.callbackErr
+}
+
+func (f *fakeRunner) InFlight() int { return int(f.inFlight.Load()) }
+
+// fakeReadModels serves canned projections.
+type fakeReadModels struct {
+	mu       sync.Mutex
+	queue    []QueueItem
+	gotClass string
+	gotLimit int
+	claims   map[string]Claim
+	slo      SLOSummary
+	gotSLO   struct {
+		window time.Duration
+		class  string
+	}
+}
+
+func (f *fakeReadModels) ManualQueue(_ context.Context, class string, limit int) ([]QueueItem, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gotClass, f.gotLimit = class, limit
+	return f.queue, nil
+}
+
+func (f *fakeReadModels) Claim(_ context.Context, id, moderator string, lease time.Duration, now time.Time) (Claim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.claims[id]; ok && c.ClaimedBy != moderator && c.ExpiresAt.After(now) {
+		return Claim{}, ErrClaimedByOther
+	}
+	found := false
+	for _, it := range f.queue {
+		found = found || it.ReviewID == id
+	}
+	if !found {
+		return Claim{}, domain.ErrReviewNotFound
+	}
+	c := Claim{ReviewID: id, ClaimedBy: moderator, ExpiresAt: now.Add(lease)}
+	f.claims[id] = c
+	return c, nil
+}
+
+func (f *fakeReadModels) SLO(_ context.Context, window time.Duration, class string, _ time.Time) (SLOSummary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gotSLO.window, f.gotSLO.class = window, class
+	return f.slo, nil
+}
+
+type harness struct {
+	t      *testing.T
+	srv    *Server
+	ledger *ledger.Ledger
+	runner *fakeRunner
+	rm     *fakeReadModels
+	logs   *syncBuffer
+	now    time.Time
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newHarness(t *testing.T, configure ...func(*Config, *Deps)) *harness {
+	t.Helper()
+	h := &harness{t: t, logs: &syncBuffer{}, now: t0}
+	h.ledger = ledger.New(memstore.New())
+	clock := func() time.Time { return h.now }
+	h.runner = &fakeRunner{ledger: h.ledger, policy: domain.DefaultPolicy(), now: clock}
+	h.rm = &fakeReadModels{claims: map[string]Claim{}}
+	cfg := Config{
+		Tokens: testTokens,
+		Logger: slog.New(slog.NewJSONHandler(h.logs, nil)),
+		Now:    clock,
+	}
+	deps := Deps{Ledger: h.ledger, Reviews: h.runner, ReadModels: h.rm}
+	for _, f := range configure {
+		f(&cfg, &deps)
+	}
+	srv, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	return h
+}
+
+// do sends a request to the real Echo handler.
+func (h *harness) do(method, path, token, body string, header ...string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+// submit creates a review through the API.
+func (h *harness) submit(id, class, content string) reviewView {
+	h.t.Helper()
+	rec := h.do("POST", "/v1/reviews", submitterToken, submitJSON(id, class, content))
+	if rec.Code != http.StatusAccepted {
+		h.t.Fatalf("submit %s: %d %s", id, rec.Code, rec.Body)
+	}
+	return decode[reviewView](h.t, rec)
+}
+
+// escalate moves a review to manual_review through the ledger, as the
+// runner would.
+func (h *harness) escalate(id string, reason domain.EscalationReason) {
+	h.t.Helper()
+	ctx := context.Background()
+	rv, err := h.ledger.Load(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	e, err := rv.Escalate(reason, "", h.now)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.ledger.Append(ctx, rv, ledger.Actor{Name: "runner"}, e); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func submitJSON(id, class, content string) string {
+	b, _ := json.Marshal(map[string]string{"review_id": id, "content_class": class, "content_type": "text/plain", "content": content})
+	return string(b)
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("decode %T from %q: %v", v, rec.Body, err)
+	}
+	return v
+}
+
+// wantProblem checks a problem+json answer: status, type kind, field and
+// request ID.
+func wantProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, kind, field string) Problem {
+	t.Helper()
+	if rec.Code != status {
+		t.Fatalf("status %d, want %d: %s", rec.Code, status, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != MIMEProblem {
+		t.Fatalf("Content-Type %q, want %q", ct, MIMEProblem)
+	}
+	p := decode[Problem](t, rec)
+	if p.Status != status || p.Type != ProblemTypeBase+kind || p.Title == "" {
+		t.Fatalf("problem %+v, want status %d kind %s", p, status, kind)
+	}
+	if p.Field != field {
+		t.Fatalf("problem field %q, want %q (%+v)", p.Field, field, p)
+	}
+	if p.RequestID == "" || p.RequestID != rec.Header().Get("X-Request-Id") {
+		t.Fatalf("request_id %q, header %q", p.RequestID, rec.Header().Get("X-Request-Id"))
+	}
+	return p
+}
+
+// keys returns the JSON object's keys.
+func keys(t *testing.T, raw []byte) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("not a JSON object: %q: %v", raw, err)
+	}
+	return m
+}
+
+func wantKeys(t *testing.T, m map[string]json.RawMessage, want ...string) {
+	t.Helper()
+	if len(m) != len(want) {
+		t.Errorf("keys %v, want exactly %v", m, want)
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			t.Errorf("key %q missing from %v", k, m)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// readyTimeout bounds all readiness checks together.
+const readyTimeout = 2 * time.Second
+
+// healthz is GET /healthz: the process is alive and serving.
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type readyView struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+// readyz is GET /readyz: 200 when every check passes, else a 503 problem
+// naming the failed checks.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+	defer cancel()
+	v := readyView{Status: "ok", Checks: make(map[string]string, len(s.deps.Ready))}
+	var failed []error
+	for _, ch := range s.deps.Ready {
+		if err := ch.Check(ctx); err != nil {
+			v.Checks[ch.Name] = "failing"
+			failed = append(failed, fmt.Errorf("%s: %w", ch.Name, err))
+			continue
+		}
+		v.Checks[ch.Name] = "ok"
+	}
+	if len(failed) > 0 {
+		// The cause may hold connection details: log it, answer only names.
+		s.log.WarnContext(ctx, "not ready", "request_id", requestID(c), "error", errors.Join(failed...).Error())
+		names := ""
+		for _, ch := range s.deps.Ready {
+			if v.Checks[ch.Name] == "failing" {
+				names += " " + ch.Name
+			}
+		}
+		return fmt.Errorf("failing checks:%s: %w", names, ErrNotReady)
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// MaxLag is a readiness check failing when lag reports more than max.
+func MaxLag(name string, max time.Duration, lag func(ctx context.Context) (time.Duration, error)) Check {
+	return Check{Name: name, Check: func(ctx context.Context) error {
+		d, err := lag(ctx)
+		if err != nil {
+			return err
+		}
+		if d > max {
+			return fmt.Errorf("lag %s over %s", d, max)
+		}
+		return nil
+	}}
+}
+
+// Ping is a readiness check calling ping (e.g. pgxpool.Pool.Ping).
+func Ping(name string, ping func(ctx context.Context) error) Check {
+	return Check{Name: name, Check: ping}
+}

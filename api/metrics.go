@@ -1,0 +1,49 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the server's own Prometheus collectors.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	admission prometheus.Counter
+	decisions *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reviewledger_http_requests_total",
+			Help: "HTTP requests answered, by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "reviewledger_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests, by route and method.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method"}),
+		admission: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "reviewledger_admission_rejected_total",
+			Help: "Submissions answered 429 because too many reviews were in flight.",
+		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reviewledger_manual_decisions_total",
+			Help: "Manual decisions and four-eyes votes recorded, by outcome.",
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register api metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(route, method string, code int, seconds float64) {
+	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.duration.WithLabelValues(route, method).Observe(seconds)
+}

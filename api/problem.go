@@ -1,0 +1,165 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// ProblemTypeBase prefixes every problem type URI; the kind follows it.
+// docs/api.md lists the kinds.
+const ProblemTypeBase = "urn:reviewledger:problem:"
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	Field     string `json:"field,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// MIMEProblem is the media type of error bodies.
+const MIMEProblem = "application/problem+json"
+
+// Errors of the HTTP layer itself.
+var (
+	// ErrInvalidRequest: a malformed body, parameter or query.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrBodyTooLarge: the body is over Config.MaxBodyBytes.
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrOverloaded: admission control refused new work.
+	ErrOverloaded = errors.New("too many reviews in flight")
+	// ErrNotReady: a readiness check failed.
+	ErrNotReady = errors.New("not ready")
+	// ErrRouteNotFound and ErrMethodNotAllowed answer unknown routes.
+	ErrRouteNotFound    = errors.New("no such route")
+	ErrMethodNotAllowed = errors.New("method not allowed on this route")
+)
+
+// problemKind is one row of the error table.
+type problemKind struct {
+	err    error
+	status int
+	kind   string
+	title  string
+}
+
+// problemTable maps errors to HTTP statuses: the first row whose error
+// matches (errors.Is) decides. Anything else is a 500 whose detail is never
+// shown. Extra rows (e.g. the runner's and the projections' sentinels) are
+// added by New from Deps.Errors.
+var problemTable = []problemKind{
+	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token"},
+	{ErrForbidden, http.StatusForbidden, "forbidden", "Role not allowed"},
+	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
+	{ErrOverloaded, http.StatusTooManyRequests, "overloaded", "Too many reviews in flight"},
+	{ErrRouteNotFound, http.StatusNotFound, "route-not-found", "No such route"},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
+	{ErrNotReady, http.StatusServiceUnavailable, "not-ready", "Not ready"},
+	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
+	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
+	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
+	{domain.ErrReviewNotFound, http.StatusNotFound, "review-not-found", "Review not found"},
+	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
+	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
+	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},
+	{domain.ErrVersionMismatch, http.StatusConflict, "version-moved", "Review version moved"},
+	{eventstore.ErrWrongExpectedVersion, http.StatusConflict, "version-moved", "Review version moved"},
+	{domain.ErrAttemptNotInFlight, http.StatusConflict, "conflicting-completion", "Attempt is no longer in flight"},
+	{domain.ErrNotPending, http.StatusConflict, "conflicting-completion", "Review is no longer pending"},
+	{domain.ErrUnknownClass, http.StatusUnprocessableEntity, "unknown-class", "Unknown content class"},
+	{domain.ErrInvalidFinding, http.StatusUnprocessableEntity, "invalid-finding", "Invalid finding"},
+}
+
+var internalProblem = problemKind{status: http.StatusInternalServerError, kind: "internal", title: "Internal server error"}
+
+// classify finds the row for err, and the field at fault if any.
+func (s *Server) classify(err error) (problemKind, string, bool) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			err = ErrRouteNotFound
+		case http.StatusMethodNotAllowed:
+			err = ErrMethodNotAllowed
+		case http.StatusRequestEntityTooLarge:
+			err = ErrBodyTooLarge
+		}
+	}
+	for _, row := range s.problems {
+		if errors.Is(err, row.err) {
+			field := ""
+			var fe *domain.FieldError
+			if errors.As(err, &fe) {
+				field = fe.Field
+			}
+			return row, field, true
+		}
+	}
+	return internalProblem, "", false
+}
+
+// handleError is Echo's error handler: every error becomes a problem body.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	row, field, known := s.classify(err)
+	p := Problem{
+		Type:      ProblemTypeBase + row.kind,
+		Title:     row.title,
+		Status:    row.status,
+		Instance:  c.Request().URL.Path,
+		Field:     field,
+		RequestID: requestID(c),
+	}
+	if known {
+		p.Detail = err.Error()
+	} else {
+		p.Detail = "an unexpected error occurred; quote the request_id when reporting it"
+		s.log.ErrorContext(c.Request().Context(), "request failed",
+			slog.String("request_id", p.RequestID),
+			slog.String("method", c.Request().Method),
+			slog.String("route", c.Path()),
+			slog.String("error", err.Error()))
+	}
+	h := c.Response().Header()
+	switch row.status {
+	case http.StatusUnauthorized:
+		if errors.Is(err, ErrUnauthenticated) {
+			h.Set(echo.HeaderWWWAuthenticate, `Bearer realm="reviewledger"`)
+		}
+	case http.StatusTooManyRequests:
+		h.Set(echo.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds(s.cfg.RetryAfter)))
+	}
+	writeProblem(c, p)
+}
+
+func writeProblem(c echo.Context, p Problem) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		body = []byte(`{"type":"` + ProblemTypeBase + `internal","title":"Internal server error","status":500}`)
+	}
+	c.Response().Header().Set(echo.HeaderContentType, MIMEProblem)
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(p.Status)
+		return
+	}
+	_ = c.Blob(p.Status, MIMEProblem, body)
+}
+
+func retryAfterSeconds(d time.Duration) int {
+	s := int(d.Seconds() + 0.999)
+	return max(1, s)
+}

@@ -1,0 +1,146 @@
+// Package api is the HTTP interface of reviewledger (DESIGN 5.2): the Echo
+// server, bearer-token access control, admission control, RFC 9457 error
+// bodies, metrics, health and the OpenAPI document.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Deps are what the server calls. Ledger and Reviews are required; routes
+// whose dependency is nil answer 503.
+type Deps struct {
+	Ledger     Ledger
+	Reviews    Reviews
+	ReadModels ReadModels
+	// Ready are the checks of /readyz (database reachable, projections
+	// within their lag threshold).
+	Ready []Check
+	// UI is served on GET / without authentication when set.
+	UI http.Handler
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	auth     *authenticator
+	echo     *echo.Echo
+	metrics  *metrics
+	problems []problemKind
+}
+
+// New returns a server. It fills cfg's defaults and refuses invalid
+// settings (the error names the setting and wraps ErrInvalidConfig).
+func New(cfg Config, deps Deps) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Ledger == nil || deps.Reviews == nil {
+		return nil, fmt.Errorf("api: Deps.Ledger and Deps.Reviews are required: %w", ErrInvalidConfig)
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		deps:     deps,
+		log:      cfg.Logger,
+		auth:     newAuthenticator(cfg.Tokens),
+		metrics:  m,
+		problems: problemTable,
+	}
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of every route.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Echo returns the Echo instance, for mounting more routes before serving.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// routes builds the Echo instance. Paths, roles and statuses are DESIGN
+// 5.2; openapi.json describes the same routes (TestOpenAPIMatchesRoutes).
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.requestID, s.observe, s.recover)
+	e.RouteNotFound("/*", func(echo.Context) error { return ErrRouteNotFound })
+
+	e.POST("/v1/reviews", s.submit, s.require(RoleSubmitter))
+	e.GET("/v1/reviews/:id", s.getReview, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
+	e.GET("/v1/reviews/:id/events", s.getEvents, s.require(RoleAuditor))
+	e.POST("/v1/reviews/:id/findings", s.callback)
+	e.POST("/v1/reviews/:id/decision", s.decide, s.require(RoleModerator))
+	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))
+	e.POST("/v1/manual-queue/:id/claim", s.claim, s.require(RoleModerator))
+	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/openapi.json", s.openapi)
+	if s.deps.UI != nil {
+		e.GET("/", echo.WrapHandler(s.deps.UI))
+	}
+	return e
+}
+
+// HTTPServer returns an http.Server for the handler with the configured
+// timeouts.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.echo,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve serves on l until ctx is done, then shuts down gracefully within
+// Config.ShutdownTimeout.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := s.HTTPServer(l.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on addr and serves until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, l)
+}
