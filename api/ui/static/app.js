@@ -1,0 +1,978 @@
+// reviewledger browser UI: the manual queue for moderators and the SLO
+// dashboard for operators and auditors. It speaks only the public HTTP API
+// (DESIGN 5.2) of the server that serves it.
+//
+// Rules this file keeps: data reaches the page only through textContent and
+// DOM properties (never markup built from data); no inline handlers (the page
+// is served with a Content-Security-Policy of default-src 'self'); the token
+// lives in sessionStorage and travels only in the Authorization header.
+'use strict';
+
+(function () {
+  const TOKEN_KEY = 'reviewledger.token';
+  const ME_KEY = 'reviewledger.moderator';
+  const REFRESH_MS = 5000;
+  const STALE_MS = 30000;
+  const REVIEW_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+  // Alert thresholds of the SLO dashboard.
+  const RATIO_WARN = 0.99;
+  const RATIO_CRIT = 0.95;
+  const QUEUE_AGE_WARN_S = 15 * 60;
+  const QUEUE_AGE_CRIT_S = 60 * 60;
+
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    token: '',
+    me: '',
+    abort: new AbortController(),
+    view: '',
+    reviewID: '',
+    queue: { items: [], fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
+    queueRows: new Map(),
+    review: null,       // the review view last read
+    reviewSeq: 0,
+    slo: { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
+    classes: new Set(),
+  };
+
+  // ---- formatting -------------------------------------------------------
+
+  function plural(n, word) { return n + ' ' + word + (n === 1 ? '' : 's'); }
+
+  // duration renders seconds as a short human-readable age: 42 s, 3 min 12 s,
+  // 2 h 5 min, 3 d 4 h.
+  function duration(seconds) {
+    if (typeof seconds !== 'number' || !isFinite(seconds)) return '—';
+    let s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return s + ' s';
+    let m = Math.floor(s / 60); s %= 60;
+    if (m < 60) return m + ' min' + (s ? ' ' + s + ' s' : '');
+    let h = Math.floor(m / 60); m %= 60;
+    if (h < 24) return h + ' h' + (m ? ' ' + m + ' min' : '');
+    const d = Math.floor(h / 24); h %= 24;
+    return d + ' d' + (h ? ' ' + h + ' h' : '');
+  }
+
+  function millis(ms) {
+    if (typeof ms !== 'number' || !isFinite(ms)) return '—';
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s';
+    return duration(ms / 1000);
+  }
+
+  function count(n) {
+    if (typeof n !== 'number' || !isFinite(n)) return '—';
+    return n.toLocaleString('en-US');
+  }
+
+  function percent(r, digits) {
+    if (typeof r !== 'number' || !isFinite(r)) return '—';
+    return (r * 100).toFixed(digits === undefined ? 1 : digits) + '%';
+  }
+
+  function parseTime(iso) {
+    if (!iso) return null;
+    const t = Date.parse(iso);
+    return isNaN(t) ? null : new Date(t);
+  }
+
+  function pad(n) { return String(n).padStart(2, '0'); }
+
+  // timestamp renders an instant in UTC, the zone the ledger records.
+  function timestamp(iso) {
+    const d = parseTime(iso);
+    if (!d) return '—';
+    return d.getUTCFullYear() + '-' + pad(d.getUTCMonth() + 1) + '-' + pad(d.getUTCDate()) + ' ' +
+      pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes()) + ':' + pad(d.getUTCSeconds()) + ' UTC';
+  }
+
+  function clock(iso) {
+    const d = parseTime(iso);
+    if (!d) return '—';
+    return pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes()) + ':' + pad(d.getUTCSeconds()) + ' UTC';
+  }
+
+  function relative(iso) {
+    const d = parseTime(iso);
+    if (!d) return '';
+    const s = (d.getTime() - Date.now()) / 1000;
+    return s >= 0 ? 'in ' + duration(s) : duration(-s) + ' ago';
+  }
+
+  function words(code) { return String(code == null ? '' : code).replace(/_/g, ' '); }
+
+  // ---- DOM helpers ------------------------------------------------------
+
+  // el builds an element; text children become text nodes, never markup.
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (v === undefined || v === null || v === false) continue;
+        if (k === 'class') e.className = v;
+        else if (k === 'text') e.textContent = v;
+        else if (k === 'dataset') Object.assign(e.dataset, v);
+        else e.setAttribute(k, v === true ? '' : String(v));
+      }
+    }
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function show(node, visible) { node.hidden = !visible; }
+
+  function setText(id, text) { $(id).textContent = text; }
+
+  function clear(node) { node.replaceChildren(); }
+
+  // ---- errors -----------------------------------------------------------
+
+  class SignedOut extends Error {}
+
+  // problemOf normalises an error answer: RFC 9457 fields when the server
+  // sent problem+json, something readable otherwise.
+  function problemOf(res, body, text) {
+    const p = (body && typeof body === 'object') ? body : {};
+    return {
+      status: typeof p.status === 'number' ? p.status : res.status,
+      type: p.type || '',
+      title: p.title || res.statusText || ('HTTP ' + res.status),
+      detail: p.detail || (body ? '' : String(text || '').slice(0, 300)),
+      field: p.field || '',
+      requestID: p.request_id || res.headers.get('X-Request-Id') || '',
+    };
+  }
+
+  // renderProblem fills a problem box: an optional lead sentence, the
+  // problem's title and detail, then the field, status and request ID.
+  function renderProblem(box, problem, lead, extra) {
+    clear(box);
+    if (lead) box.append(el('p', { class: 'lead', text: lead }));
+    const title = problem.title || 'Request failed';
+    if (!lead || title !== lead) box.append(el('p', { class: 'title', text: title }));
+    if (problem.detail) box.append(el('p', { class: 'detail', text: problem.detail }));
+    const meta = el('p', { class: 'meta' });
+    if (problem.field) meta.append(el('span', null, 'Field: ', el('code', { text: problem.field })));
+    if (problem.status) meta.append(el('span', { text: problem.status ? 'HTTP ' + problem.status : '' }));
+    if (problem.requestID) meta.append(el('span', null, 'Request ID: ', el('code', { class: 'request-id', text: problem.requestID })));
+    if (meta.childNodes.length) box.append(meta);
+    if (extra) box.append(extra);
+    show(box, true);
+  }
+
+  function forbiddenLead(what) { return 'Your role cannot do this' + (what ? ': ' + what : '') + '.'; }
+
+  // ---- API --------------------------------------------------------------
+
+  // api calls the HTTP API with the bearer token. It resolves to
+  // {ok, status, data} or {ok:false, status, problem}; a 401 signs the user
+  // out and rejects with SignedOut.
+  async function api(method, path, body) {
+    const headers = {
+      'Accept': 'application/json, application/problem+json',
+      'Authorization': 'Bearer ' + state.token,
+    };
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal: state.abort.signal };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (err) {
+      if (err && err.name === 'AbortError') throw new SignedOut();
+      return { ok: false, status: 0, problem: { status: 0, title: 'The server could not be reached', detail: String((err && err.message) || err), field: '', requestID: '' } };
+    }
+    const text = await res.text().catch(() => '');
+    let data = null;
+    if (text && /json/i.test(res.headers.get('Content-Type') || '')) {
+      try { data = JSON.parse(text); } catch (_) { data = null; }
+    }
+    if (res.status === 401) {
+      const p = problemOf(res, data, text);
+      signOut('The server did not accept the token' + (p.detail ? ': ' + p.detail : '.') + ' Sign in again.', p);
+      throw new SignedOut();
+    }
+    if (res.ok) return { ok: true, status: res.status, data };
+    return { ok: false, status: res.status, problem: problemOf(res, data, text) };
+  }
+
+  // bg lets an async action run in the background; a sign-out that ends it
+  // has already been handled.
+  function bg(promise) {
+    promise.catch((err) => {
+      if (!(err instanceof SignedOut)) console.error(err);
+    });
+  }
+
+  // guard runs an async UI action and swallows the rejection of a sign-out,
+  // which has already been handled.
+  // It calls fn synchronously, so fn may still call preventDefault.
+  function guard(fn) {
+    return function (...args) {
+      let result;
+      try {
+        result = fn.apply(this, args);
+      } catch (err) {
+        if (!(err instanceof SignedOut)) console.error(err);
+        return;
+      }
+      if (result && typeof result.then === 'function') bg(result);
+    };
+  }
+
+  // ---- session ----------------------------------------------------------
+
+  function showSignIn(message, problem) {
+    state.view = 'signin';
+    show($('signin-view'), true);
+    show($('queue-view'), false);
+    show($('slo-view'), false);
+    show($('nav'), false);
+    show($('session'), false);
+    show($('lookup'), false);
+    const box = $('signin-error');
+    if (message) {
+      renderProblem(box, problem || { title: '' }, message);
+      box.classList.toggle('info', !problem);
+    } else {
+      show(box, false);
+    }
+    $('token').value = '';
+    $('token').focus();
+  }
+
+  function signOut(message, problem) {
+    state.abort.abort();
+    state.abort = new AbortController();
+    state.token = '';
+    state.me = '';
+    try {
+      sessionStorage.removeItem(TOKEN_KEY);
+      sessionStorage.removeItem(ME_KEY);
+    } catch (_) { /* storage unavailable */ }
+    resetData();
+    showSignIn(message, problem);
+  }
+
+  function resetData() {
+    state.queue = { items: [], fetchedAt: 0, lastOK: 0, loading: false, seq: state.queue.seq + 1 };
+    state.queueRows.clear();
+    clear($('queue-body'));
+    state.review = null;
+    state.reviewID = '';
+    state.reviewSeq++;
+    state.slo = { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: state.slo.seq + 1 };
+    for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles']) show($(id), false);
+    setText('queue-count', '');
+    setText('queue-updated', '');
+    setText('slo-updated', '');
+  }
+
+  function setMe(name) {
+    if (!name || name === state.me) return;
+    state.me = name;
+    try { sessionStorage.setItem(ME_KEY, name); } catch (_) { /* storage unavailable */ }
+    setText('who', 'Signed in as ' + name);
+  }
+
+  function signIn(token) {
+    state.token = token;
+    try { sessionStorage.setItem(TOKEN_KEY, token); } catch (_) { /* storage unavailable */ }
+    show($('signin-view'), false);
+    show($('signin-error'), false);
+    show($('nav'), true);
+    show($('session'), true);
+    show($('lookup'), true);
+    setText('who', state.me ? 'Signed in as ' + state.me : 'Signed in');
+    route(true);
+  }
+
+  // ---- routing ----------------------------------------------------------
+
+  // Routes: #/queue, #/reviews/<id> (the queue with that review open), #/slo.
+  function parseRoute() {
+    const h = location.hash.replace(/^#/, '');
+    let m = /^\/reviews\/(.+)$/.exec(h);
+    if (m) {
+      let id = '';
+      try { id = decodeURIComponent(m[1]); } catch (_) { id = ''; }
+      if (REVIEW_ID.test(id)) return { view: 'queue', review: id };
+    }
+    if (h === '/slo') return { view: 'slo', review: '' };
+    return { view: 'queue', review: '' };
+  }
+
+  function route(focusMain) {
+    if (!state.token) return;
+    const r = parseRoute();
+    const changedView = r.view !== state.view;
+    state.view = r.view;
+    show($('queue-view'), r.view === 'queue');
+    show($('slo-view'), r.view === 'slo');
+    $('nav-queue').toggleAttribute('aria-current', false);
+    $('nav-slo').toggleAttribute('aria-current', false);
+    (r.view === 'slo' ? $('nav-slo') : $('nav-queue')).setAttribute('aria-current', 'page');
+    document.title = (r.view === 'slo' ? 'SLO dashboard' : r.review ? 'Review ' + r.review : 'Manual queue') + ' · reviewledger';
+    if (r.view === 'queue') {
+      if (changedView || focusMain) bg(loadQueue());
+      if (r.review !== state.reviewID || focusMain) bg(openReview(r.review));
+      if (!r.review && focusMain) $('queue-title').focus();
+    } else {
+      state.reviewID = '';
+      if (changedView || focusMain) bg(loadSLO());
+      if (changedView || focusMain) $('slo-title').focus();
+    }
+    markSelectedRow();
+  }
+
+  // ---- manual queue -----------------------------------------------------
+
+  function queueQuery() {
+    const q = new URLSearchParams();
+    const cls = $('queue-class').value.trim();
+    if (cls) q.set('content_class', cls);
+    q.set('limit', $('queue-limit').value);
+    return q.toString();
+  }
+
+  async function loadQueue() {
+    if (!state.token) return;
+    const seq = ++state.queue.seq;
+    state.queue.loading = true;
+    $('queue-panel').setAttribute('aria-busy', 'true');
+    try {
+      const r = await api('GET', '/v1/manual-queue?' + queueQuery());
+      if (seq !== state.queue.seq) return;
+      if (!r.ok) {
+        const lead = r.status === 403 ? forbiddenLead('reading the manual queue needs the moderator role') : 'The manual queue could not be loaded.';
+        renderProblem($('queue-error'), r.problem, lead);
+        updateQueueFreshness();
+        return;
+      }
+      show($('queue-error'), false);
+      const items = (r.data && Array.isArray(r.data.items)) ? r.data.items : [];
+      state.queue.items = items;
+      state.queue.fetchedAt = Date.now();
+      state.queue.lastOK = Date.now();
+      renderQueue();
+    } finally {
+      if (seq === state.queue.seq) {
+        state.queue.loading = false;
+        $('queue-panel').removeAttribute('aria-busy');
+      }
+    }
+  }
+
+  function liveAge(item) {
+    const base = typeof item.age_seconds === 'number' ? item.age_seconds : null;
+    if (base === null) {
+      const t = parseTime(item.escalated_at);
+      return t ? (Date.now() - t.getTime()) / 1000 : NaN;
+    }
+    return base + (Date.now() - state.queue.fetchedAt) / 1000;
+  }
+
+  // claimOf describes the live claim of a queue item, or null.
+  function claimOf(item) {
+    if (!item || !item.claimed_by) return null;
+    const exp = parseTime(item.claim_expires_at);
+    if (exp && exp.getTime() <= Date.now()) return null;
+    return { by: String(item.claimed_by), until: item.claim_expires_at || '', mine: !!state.me && item.claimed_by === state.me };
+  }
+
+  function claimText(item) {
+    const c = claimOf(item);
+    if (!c) return item && item.claimed_by ? 'Unclaimed (lease of ' + item.claimed_by + ' expired)' : 'Unclaimed';
+    const who = c.mine ? 'you' : c.by;
+    return 'Claimed by ' + who + (c.until ? ' until ' + clock(c.until) + ' (' + relative(c.until) + ')' : '');
+  }
+
+  function queueRow(item) {
+    const id = String(item.review_id);
+    const link = el('a', { href: '#/reviews/' + encodeURIComponent(id), class: 'review-link', text: id });
+    const claimBtn = el('button', { type: 'button', class: 'secondary small claim', 'aria-label': 'Claim review ' + id, text: 'Claim' });
+    claimBtn.addEventListener('click', guard(() => claim(id, claimBtn)));
+    const tr = el('tr', { dataset: { reviewId: id } },
+      el('td', { class: 'id' }, link),
+      el('td', { class: 'cls' }),
+      el('td', { class: 'reason' }),
+      el('td', { class: 'num attempts' }),
+      el('td', { class: 'num age' }),
+      el('td', { class: 'claim-cell' }),
+      el('td', { class: 'actions' }, claimBtn));
+    return tr;
+  }
+
+  function fillRow(tr, item) {
+    tr.querySelector('.cls').textContent = item.content_class == null ? '' : String(item.content_class);
+    const reason = tr.querySelector('.reason');
+    reason.textContent = words(item.reason);
+    reason.title = item.reason == null ? '' : String(item.reason);
+    tr.querySelector('.attempts').textContent = item.attempts == null ? '—' : String(item.attempts);
+    const age = tr.querySelector('.age');
+    age.title = item.escalated_at ? 'Escalated ' + timestamp(item.escalated_at) : '';
+    tickRow(tr, item);
+  }
+
+  function tickRow(tr, item) {
+    const ageSeconds = liveAge(item);
+    const age = tr.querySelector('.age');
+    age.textContent = duration(ageSeconds);
+    age.classList.toggle('crit', ageSeconds >= QUEUE_AGE_CRIT_S);
+    age.classList.toggle('warn', ageSeconds >= QUEUE_AGE_WARN_S && ageSeconds < QUEUE_AGE_CRIT_S);
+    const c = claimOf(item);
+    const cell = tr.querySelector('.claim-cell');
+    cell.textContent = claimText(item);
+    cell.classList.toggle('claimed', !!c && !c.mine);
+    cell.classList.toggle('mine', !!c && c.mine);
+    const btn = tr.querySelector('button.claim');
+    btn.textContent = c && c.mine ? 'Renew' : 'Claim';
+    btn.setAttribute('aria-label', (c && c.mine ? 'Renew claim on review ' : 'Claim review ') + item.review_id);
+  }
+
+  // renderQueue updates the table in place, keyed by review ID, so focus and
+  // selection survive the periodic refresh.
+  function renderQueue() {
+    const items = state.queue.items;
+    const body = $('queue-body');
+    const seen = new Set();
+    let prev = null;
+    for (const item of items) {
+      if (!item || !item.review_id) continue;
+      const id = String(item.review_id);
+      seen.add(id);
+      if (item.content_class) state.classes.add(String(item.content_class));
+      let tr = state.queueRows.get(id);
+      if (!tr) {
+        tr = queueRow(item);
+        state.queueRows.set(id, tr);
+      }
+      fillRow(tr, item);
+      const want = prev ? prev.nextSibling : body.firstChild;
+      if (want !== tr) body.insertBefore(tr, want);
+      prev = tr;
+    }
+    for (const [id, tr] of state.queueRows) {
+      if (!seen.has(id)) {
+        if (tr.contains(document.activeElement)) $('queue-title').focus();
+        tr.remove();
+        state.queueRows.delete(id);
+      }
+    }
+    setText('queue-count', plural(seen.size, 'review') + ' waiting');
+    show($('queue-empty'), seen.size === 0);
+    show($('queue-table'), seen.size > 0);
+    updateClassList();
+    markSelectedRow();
+    updateQueueFreshness();
+    if (state.review) renderReviewClaim();
+  }
+
+  function markSelectedRow() {
+    for (const [id, tr] of state.queueRows) {
+      if (state.view === 'queue' && id === state.reviewID) tr.setAttribute('aria-current', 'true');
+      else tr.removeAttribute('aria-current');
+    }
+  }
+
+  function updateQueueFreshness() {
+    const out = $('queue-updated');
+    if (!state.queue.lastOK) { out.textContent = ''; return; }
+    const ago = Date.now() - state.queue.lastOK;
+    out.textContent = 'Updated ' + (ago < 2000 ? 'just now' : duration(ago / 1000) + ' ago');
+    out.classList.toggle('stale', ago > STALE_MS);
+  }
+
+  function updateClassList() {
+    const list = $('class-list');
+    const have = new Set(Array.from(list.options, (o) => o.value));
+    for (const c of Array.from(state.classes).sort()) {
+      if (!have.has(c)) list.append(el('option', { value: c }));
+    }
+  }
+
+  // refreshQueueSoon reads the queue again once the read model has caught
+  // up with a write (DESIGN 5.2: current within about a second).
+  function refreshQueueSoon() {
+    bg(loadQueue());
+    window.setTimeout(() => { if (state.token) bg(loadQueue()); }, 1200);
+  }
+
+  function queueItem(id) { return state.queue.items.find((i) => i && i.review_id === id) || null; }
+
+  function notice(box, text, level) {
+    clear(box);
+    box.textContent = text;
+    box.classList.toggle('ok', level === 'ok');
+    box.classList.toggle('warn', level === 'warn');
+    show(box, true);
+  }
+
+  async function claim(id, button) {
+    const box = $('queue-notice');
+    const buttons = [button, $('review-claim-btn')].filter(Boolean);
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      const r = await api('POST', '/v1/manual-queue/' + encodeURIComponent(id) + '/claim');
+      if (r.ok) {
+        // The queue is a read model that may lag the claim by a moment, so
+        // only the claim's own answer says who "you" are.
+        if (r.data && typeof r.data.claimed_by === 'string') setMe(r.data.claimed_by);
+        await loadQueue();
+        refreshQueueSoon();
+        const until = (r.data && r.data.claim_expires_at) || '';
+        notice(box, 'You claimed ' + id + (until ? ' until ' + clock(until) : '') + '.', 'ok');
+        show($('queue-error'), false);
+        return;
+      }
+      if (r.status === 409) {
+        await loadQueue();
+        const c = claimOf(queueItem(id));
+        const lead = c && !c.mine
+          ? 'Review ' + id + ' is claimed by ' + c.by + (c.until ? ' until ' + clock(c.until) : '') + '.'
+          : 'Review ' + id + ' is claimed by another moderator.';
+        renderProblem($('queue-error'), r.problem, lead);
+        show(box, false);
+        return;
+      }
+      const lead = r.status === 403 ? forbiddenLead('claiming needs the moderator role')
+        : r.status === 404 ? 'Review ' + id + ' is no longer in the manual queue.' : 'Could not claim ' + id + '.';
+      renderProblem($('queue-error'), r.problem, lead);
+      show(box, false);
+      if (r.status === 404) bg(loadQueue());
+    } finally {
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  }
+
+  // ---- review -----------------------------------------------------------
+
+  function reviewPath(id) { return '/v1/reviews/' + encodeURIComponent(id); }
+
+  function closeReview() {
+    const id = state.reviewID;
+    location.hash = '#/queue';
+    const tr = state.queueRows.get(id);
+    if (tr) tr.querySelector('a').focus();
+    else $('queue-title').focus();
+  }
+
+  async function openReview(id) {
+    state.reviewID = id;
+    const seq = ++state.reviewSeq;
+    state.review = null;
+    show($('decision-error'), false);
+    show($('decision-result'), false);
+    if (!id) { show($('review-panel'), false); markSelectedRow(); return; }
+    show($('review-panel'), true);
+    setText('review-id', id);
+    $('decision-note').value = '';
+    await loadReview(id, seq, true);
+  }
+
+  // loadReview reads the review (and, for auditors, its history) and fills
+  // the panel. The decision note is kept, so a reload after a conflict does
+  // not lose what the moderator wrote.
+  async function loadReview(id, seq, focus) {
+    $('review-panel').setAttribute('aria-busy', 'true');
+    const r = await api('GET', reviewPath(id));
+    if (seq !== state.reviewSeq) return;
+    $('review-panel').removeAttribute('aria-busy');
+    if (!r.ok) {
+      state.review = null;
+      for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline']) show($(x), false);
+      setText('review-state', '');
+      $('review-state').className = 'state';
+      const lead = r.status === 404 ? 'No review has the ID ' + id + '.'
+        : r.status === 403 ? forbiddenLead('reading reviews') : 'The review could not be loaded.';
+      renderProblem($('review-error'), r.problem, lead);
+      if (focus) $('review-title').focus();
+      return;
+    }
+    show($('review-error'), false);
+    renderReview(r.data || {});
+    if (focus) $('review-title').focus();
+    bg(loadTimeline(id, seq));
+  }
+
+  function renderReview(v) {
+    state.review = v;
+    const st = String(v.state || 'unknown');
+    const badge = $('review-state');
+    badge.textContent = words(st);
+    badge.className = 'state state-' + st.replace(/[^a-z_]/g, '');
+    setText('rv-class', v.content_class == null ? '—' : String(v.content_class));
+    setText('rv-attempts', v.attempts == null ? '—' : String(v.attempts));
+    setText('rv-version', v.version == null ? '—' : String(v.version));
+    setText('rv-submitted', timestamp(v.submitted_at));
+    const dl = $('rv-deadline');
+    dl.textContent = v.deadline ? timestamp(v.deadline) + ' (' + relative(v.deadline) + ')' : '—';
+    setText('rv-decided', v.decided_at ? timestamp(v.decided_at) : 'not yet');
+    const reasons = $('rv-reasons');
+    clear(reasons);
+    if (Array.isArray(v.reasons) && v.reasons.length) {
+      const ul = el('ul', { class: 'reasons' });
+      for (const x of v.reasons) ul.append(el('li', { text: String(x) }));
+      reasons.append(ul);
+    } else {
+      reasons.textContent = 'none';
+    }
+    show($('review-fields'), true);
+    const open = st === 'manual_review';
+    show($('decision-form'), open);
+    setText('decision-version', v.version == null ? '?' : String(v.version));
+    renderReviewClaim();
+  }
+
+  function renderReviewClaim() {
+    const v = state.review;
+    if (!v) return;
+    const item = queueItem(v.review_id);
+    const open = v.state === 'manual_review';
+    setText('rv-claim', !open ? '—' : item ? claimText(item) : 'not in the loaded queue');
+    const c = claimOf(item);
+    const btn = $('review-claim-btn');
+    btn.textContent = c && c.mine ? 'Renew claim' : 'Claim this review';
+    show($('review-claim'), open);
+  }
+
+  async function decide(decision) {
+    const v = state.review;
+    if (!v) return;
+    const id = v.review_id || state.reviewID;
+    const seq = state.reviewSeq;
+    const errBox = $('decision-error');
+    const result = $('decision-result');
+    const buttons = [$('decide-accept'), $('decide-reject')];
+    buttons.forEach((b) => { b.disabled = true; });
+    show(errBox, false);
+    show(result, false);
+    try {
+      const body = { state: decision, note: $('decision-note').value, expected_version: v.version };
+      const r = await api('POST', reviewPath(id) + '/decision', body);
+      if (seq !== state.reviewSeq) return;
+      if (!r.ok) {
+        if (r.status === 409) {
+          const reload = el('button', { type: 'button', id: 'decision-reload', class: 'secondary', text: 'Reload the review' });
+          reload.addEventListener('click', guard(async () => {
+            show(errBox, false);
+            await loadReview(id, state.reviewSeq, false);
+            $('decision-note').focus();
+          }));
+          renderProblem(errBox, r.problem, 'The review changed since you opened it — reload. Nothing was recorded.', reload);
+          reload.focus();
+        } else if (r.status === 403) {
+          renderProblem(errBox, r.problem, forbiddenLead('deciding needs the moderator role'));
+        } else {
+          renderProblem(errBox, r.problem, 'The decision was not recorded.');
+          if (r.problem.field === 'note') $('decision-note').focus();
+        }
+        return;
+      }
+      let view = r.data;
+      if (!view || typeof view.state !== 'string' || typeof view.version !== 'number') {
+        const again = await api('GET', reviewPath(id));
+        view = again.ok ? again.data : null;
+      }
+      if (seq !== state.reviewSeq) return;
+      if (view) renderReview(view);
+      if (view && view.state === 'manual_review') {
+        notice(result, 'Your vote to ' + (decision === 'accepted' ? 'accept' : 'reject') +
+          ' is recorded. This class needs another moderator’s approval, so the review stays in manual review (now version ' + view.version + ').', 'warn');
+      } else {
+        $('decision-note').value = '';
+        notice(result, 'Decision recorded: ' + words(view ? view.state : decision) + '. The review has left the manual queue.', 'ok');
+      }
+      bg(loadTimeline(id, seq));
+      refreshQueueSoon();
+    } finally {
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  }
+
+  // ---- timeline (auditors) ----------------------------------------------
+
+  const SUMMARY_KEYS = ['attempt', 'state', 'classification', 'reason', 'moderator', 'approvers', 'elapsed_ms',
+    'attempt_timeout_ms', 'remaining_budget_ms', 'source', 'detail', 'note', 'reasons', 'content_class', 'deadline'];
+
+  function summarise(data) {
+    if (!data || typeof data !== 'object') return '';
+    const parts = [];
+    for (const k of SUMMARY_KEYS) {
+      const v = data[k];
+      if (v === undefined || v === null || v === '' || (Array.isArray(v) && !v.length)) continue;
+      let s;
+      if (k.endsWith('_ms') && typeof v === 'number') s = millis(v);
+      else if (k === 'deadline') s = timestamp(v);
+      else if (Array.isArray(v)) s = v.map(String).join(', ');
+      else if (typeof v === 'object') continue;
+      else s = String(v);
+      parts.push(words(k) + ': ' + s);
+    }
+    return parts.join(' · ');
+  }
+
+  async function loadTimeline(id, seq) {
+    const box = $('timeline');
+    const msg = $('timeline-msg');
+    const list = $('timeline-list');
+    const r = await api('GET', reviewPath(id) + '/events');
+    if (seq !== state.reviewSeq) return;
+    show(box, true);
+    clear(list);
+    if (!r.ok) {
+      msg.textContent = r.status === 403
+        ? 'The event history is shown to auditors; your role cannot read it.'
+        : 'The event history could not be loaded: ' + (r.problem.title || '') + (r.problem.requestID ? ' (request ID ' + r.problem.requestID + ')' : '');
+      show(msg, true);
+      return;
+    }
+    const events = (r.data && Array.isArray(r.data.events)) ? r.data.events : [];
+    show(msg, events.length === 0);
+    msg.textContent = events.length ? '' : 'No events.';
+    const first = events.length ? parseTime(events[0].recorded_at) : null;
+    for (const e of events) {
+      const at = parseTime(e.recorded_at);
+      const since = first && at ? '+' + millis(at.getTime() - first.getTime()) : '';
+      const head = el('div', { class: 'ev-head' },
+        el('span', { class: 'ev-version', text: 'v' + e.version }),
+        el('span', { class: 'ev-type', text: String(e.type) }),
+        el('time', { datetime: e.recorded_at || '', text: timestamp(e.recorded_at) }),
+        since ? el('span', { class: 'ev-since', text: since }) : null);
+      const sum = summarise(e.data);
+      const details = el('details', null, el('summary', { text: 'Event data' }),
+        el('pre', { text: JSON.stringify(e.data, null, 2) }));
+      list.append(el('li', { class: 'ev ev-' + String(e.type).replace(/[^A-Za-z]/g, '') }, head,
+        sum ? el('p', { class: 'ev-summary', text: sum }) : null, details));
+    }
+  }
+
+  // ---- SLO dashboard ----------------------------------------------------
+
+  function sloQuery() {
+    const q = new URLSearchParams();
+    q.set('window', $('slo-window').value);
+    const cls = $('slo-class').value.trim();
+    if (cls) q.set('content_class', cls);
+    return q.toString();
+  }
+
+  async function loadSLO() {
+    if (!state.token) return;
+    const seq = ++state.slo.seq;
+    $('slo-view').setAttribute('aria-busy', 'true');
+    try {
+      const r = await api('GET', '/v1/slo?' + sloQuery());
+      if (seq !== state.slo.seq) return;
+      if (!r.ok) {
+        const lead = r.status === 403 ? forbiddenLead('the SLO dashboard needs the auditor or moderator role') : 'The SLO summary could not be loaded.';
+        renderProblem($('slo-error'), r.problem, lead);
+        updateSLOFreshness();
+        return;
+      }
+      show($('slo-error'), false);
+      state.slo.data = r.data || {};
+      state.slo.fetchedAt = Date.now();
+      state.slo.lastOK = Date.now();
+      renderSLO();
+    } finally {
+      if (seq === state.slo.seq) $('slo-view').removeAttribute('aria-busy');
+    }
+  }
+
+  function level(node, lvl) {
+    node.classList.toggle('warn', lvl === 'warn');
+    node.classList.toggle('crit', lvl === 'crit');
+    node.dataset.level = lvl;
+  }
+
+  function ratioLevel(d) {
+    if (!(d.total > 0) || typeof d.within_budget_ratio !== 'number') return 'ok';
+    if (d.within_budget_ratio < RATIO_CRIT) return 'crit';
+    if (d.within_budget_ratio < RATIO_WARN) return 'warn';
+    return 'ok';
+  }
+
+  function oldestAge() {
+    const d = state.slo.data || {};
+    const q = d.manual_queue || {};
+    if (typeof q.oldest_age_seconds !== 'number' || !(q.depth > 0)) return null;
+    return q.oldest_age_seconds + (Date.now() - state.slo.fetchedAt) / 1000;
+  }
+
+  function oldestLevel(age) {
+    if (age === null) return 'ok';
+    if (age >= QUEUE_AGE_CRIT_S) return 'crit';
+    if (age >= QUEUE_AGE_WARN_S) return 'warn';
+    return 'ok';
+  }
+
+  function renderSLO() {
+    const d = state.slo.data || {};
+    const total = typeof d.total === 'number' ? d.total : NaN;
+    setText('slo-total', count(total));
+    const ratioLvl = ratioLevel(d);
+    setText('slo-ratio', total > 0 ? percent(d.within_budget_ratio, 1) : '—');
+    setText('slo-ratio-sub', total > 0
+      ? count(d.completed_within_budget) + ' of ' + count(total) + ' reached a finding or decision within budget'
+      : 'no reviews in this window');
+    const meter = $('slo-ratio-meter');
+    meter.style.width = (total > 0 && typeof d.within_budget_ratio === 'number' ? Math.max(0, Math.min(1, d.within_budget_ratio)) * 100 : 0) + '%';
+    level($('tile-ratio'), ratioLvl);
+    setText('tile-ratio-flag', ratioLvl === 'crit' ? 'Critical: below ' + percent(RATIO_CRIT, 0)
+      : ratioLvl === 'warn' ? 'Warning: below ' + percent(RATIO_WARN, 0) : '');
+
+    setText('slo-escalated', count(d.escalated));
+    setText('slo-escalated-sub', total > 0 && typeof d.escalated === 'number' ? percent(d.escalated / total, 1) + ' of reviews went to a human' : 'sent to the manual queue or failed closed');
+    setText('slo-conflicts', count(d.conflicting_completions));
+    level($('tile-conflicts'), d.conflicting_completions > 0 ? 'warn' : 'ok');
+
+    const lat = d.latency_ms || {};
+    const max = Math.max(1, ...['p50', 'p90', 'p99'].map((k) => (typeof lat[k] === 'number' ? lat[k] : 0)));
+    for (const k of ['p50', 'p90', 'p99']) {
+      setText('slo-' + k, millis(lat[k]));
+      $('slo-' + k + '-bar').style.width = (typeof lat[k] === 'number' ? Math.max(1, (lat[k] / max) * 100) : 0) + '%';
+    }
+    const q = d.manual_queue || {};
+    setText('slo-depth', count(q.depth));
+    show($('slo-tiles'), true);
+    tickSLO();
+    updateSLOFreshness();
+  }
+
+  // tickSLO keeps the oldest-item age and the alerts current between polls.
+  function tickSLO() {
+    if (!state.slo.data) return;
+    const d = state.slo.data;
+    const age = oldestAge();
+    const lvl = oldestLevel(age);
+    setText('slo-oldest', age === null ? '—' : duration(age));
+    level($('tile-oldest'), lvl);
+    setText('tile-oldest-flag', lvl === 'crit' ? 'Critical: older than ' + duration(QUEUE_AGE_CRIT_S)
+      : lvl === 'warn' ? 'Warning: older than ' + duration(QUEUE_AGE_WARN_S) : '');
+    level($('tile-depth'), lvl);
+
+    const alerts = [];
+    const rl = ratioLevel(d);
+    if (rl !== 'ok') alerts.push({ lvl: rl, text: 'Only ' + percent(d.within_budget_ratio, 1) + ' of reviews reached an outcome within budget (target ' + percent(rl === 'crit' ? RATIO_CRIT : RATIO_WARN, 0) + ').' });
+    if (lvl !== 'ok') alerts.push({ lvl, text: 'The oldest manual-queue item has waited more than ' + duration(lvl === 'crit' ? QUEUE_AGE_CRIT_S : QUEUE_AGE_WARN_S) + '.' });
+    // Re-render only when the alerts change, so screen readers announce
+    // each alert once rather than every second.
+    const box = $('slo-alerts');
+    const key = alerts.map((a) => a.lvl + ':' + a.text).join('|');
+    if (box.dataset.key !== key) {
+      box.dataset.key = key;
+      clear(box);
+      for (const a of alerts) box.append(el('p', { class: 'alert ' + a.lvl }, el('strong', { text: a.lvl === 'crit' ? 'Critical' : 'Warning' }), ' ' + a.text));
+    }
+    show(box, alerts.length > 0);
+  }
+
+  function updateSLOFreshness() {
+    const out = $('slo-updated');
+    if (!state.slo.lastOK) { out.textContent = ''; return; }
+    const ago = Date.now() - state.slo.lastOK;
+    out.textContent = 'Updated ' + (ago < 2000 ? 'just now' : duration(ago / 1000) + ' ago');
+    out.classList.toggle('stale', ago > STALE_MS);
+  }
+
+  function renderThresholds() {
+    setText('slo-thresholds', 'Alerts: within-budget ratio below ' + percent(RATIO_WARN, 0) + ' (warning) or ' +
+      percent(RATIO_CRIT, 0) + ' (critical); oldest queue item older than ' + duration(QUEUE_AGE_WARN_S) +
+      ' (warning) or ' + duration(QUEUE_AGE_CRIT_S) + ' (critical). The queue and these numbers are read models, current within about a second.');
+  }
+
+  // ---- timers -----------------------------------------------------------
+
+  function everySecond() {
+    if (!state.token) return;
+    if (state.view === 'queue') {
+      for (const item of state.queue.items) {
+        const tr = item && state.queueRows.get(String(item.review_id));
+        if (tr) tickRow(tr, item);
+      }
+      updateQueueFreshness();
+      if (state.review && state.review.deadline) {
+        $('rv-deadline').textContent = timestamp(state.review.deadline) + ' (' + relative(state.review.deadline) + ')';
+      }
+      renderReviewClaim();
+    } else if (state.view === 'slo') {
+      tickSLO();
+      updateSLOFreshness();
+    }
+  }
+
+  function everyRefresh() {
+    if (!state.token || document.hidden) return;
+    if (state.view === 'queue') bg(loadQueue());
+    else if (state.view === 'slo' && $('slo-auto').checked) bg(loadSLO());
+  }
+
+  // ---- wiring -----------------------------------------------------------
+
+  function init() {
+    renderThresholds();
+    $('signin-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const token = $('token').value.trim();
+      if (!token) {
+        renderProblem($('signin-error'), { title: '' }, 'Paste an API token to sign in.');
+        $('token').focus();
+        return;
+      }
+      signIn(token);
+    });
+    $('signout').addEventListener('click', () => signOut('You signed out.'));
+    $('queue-filter').addEventListener('submit', guard((ev) => { ev.preventDefault(); return loadQueue(); }));
+    $('queue-refresh').addEventListener('click', guard(() => loadQueue()));
+    $('slo-filter').addEventListener('submit', guard((ev) => { ev.preventDefault(); return loadSLO(); }));
+    $('slo-window').addEventListener('change', guard(() => loadSLO()));
+    $('slo-refresh').addEventListener('click', guard(() => loadSLO()));
+    $('review-close').addEventListener('click', closeReview);
+    $('review-panel').addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape' && ev.target.tagName !== 'TEXTAREA') { ev.preventDefault(); closeReview(); }
+    });
+    $('review-claim-btn').addEventListener('click', guard(() => claim(state.reviewID, null)));
+    $('decision-form').addEventListener('submit', guard((ev) => {
+      ev.preventDefault();
+      const decision = ev.submitter && ev.submitter.value;
+      if (decision !== 'accepted' && decision !== 'rejected') return;
+      return decide(decision);
+    }));
+    $('lookup').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const input = $('lookup-id');
+      const id = input.value.trim();
+      if (!REVIEW_ID.test(id)) {
+        input.setCustomValidity('A review ID is 1 to 128 characters from A–Z, a–z, 0–9 and . _ : -');
+        input.reportValidity();
+        return;
+      }
+      input.setCustomValidity('');
+      location.hash = '#/reviews/' + encodeURIComponent(id);
+    });
+    $('lookup-id').addEventListener('input', () => $('lookup-id').setCustomValidity(''));
+    window.addEventListener('hashchange', guard(() => route(false)));
+    document.addEventListener('visibilitychange', guard(() => { if (!document.hidden) everyRefresh(); }));
+    window.setInterval(guard(everySecond), 1000);
+    window.setInterval(guard(everyRefresh), REFRESH_MS);
+
+    let token = '';
+    try {
+      token = sessionStorage.getItem(TOKEN_KEY) || '';
+      state.me = sessionStorage.getItem(ME_KEY) || '';
+    } catch (_) { /* storage unavailable */ }
+    if (token) signIn(token);
+    else showSignIn('');
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+}());
