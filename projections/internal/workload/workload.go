@@ -1,0 +1,298 @@
+// Package workload appends realistic random review histories to a ledger,
+// built through the domain commands: every event kind, human gates,
+// four-eyes approvals, fail-closed classes, late and racing completions.
+// Tests and the catch-up benchmark of package projections use it.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// Config describes a workload.
+type Config struct {
+	// Reviews to create; IDs are Prefix + index.
+	Reviews int
+	Prefix  string
+	// Writers append concurrently, each its share of the reviews.
+	Writers int
+	// Seed makes each writer's choices reproducible.
+	Seed uint64
+	// Start is the simulated time of the first submission; reviews are
+	// submitted Spacing apart (per writer) in simulated time.
+	Start   time.Time
+	Spacing time.Duration
+	// Policy; domain.DefaultPolicy() when it has no classes.
+	Policy domain.Policy
+	// OnConflict, when set, is called for each conflicting completion the
+	// workload produces (a late finding, a lost decision race).
+	OnConflict func(ctx context.Context, class, reviewID string, at time.Time) error
+}
+
+// Stats counts what a workload appended.
+type Stats struct {
+	Reviews   int64
+	Events    int64
+	Conflicts int64
+	States    map[domain.State]int64
+}
+
+// Run appends the workload to l and returns what it appended.
+func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
+	if len(cfg.Policy.Classes) == 0 {
+		cfg.Policy = domain.DefaultPolicy()
+	}
+	cfg.Writers = max(cfg.Writers, 1)
+	if cfg.Spacing == 0 {
+		cfg.Spacing = 250 * time.Millisecond
+	}
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		first  error
+		events atomic.Int64
+		confl  atomic.Int64
+		states = map[domain.State]int64{}
+	)
+	for w := range cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := &writer{cfg: cfg, l: l, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(w))), classes: cfg.Policy.Names()}
+			for i := w; i < cfg.Reviews; i += cfg.Writers {
+				now := cfg.Start.Add(time.Duration(i) * cfg.Spacing)
+				rv, n, err := wr.review(ctx, fmt.Sprintf("%s%d", cfg.Prefix, i), now)
+				events.Add(n)
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				states[rv.State()]++
+				mu.Unlock()
+			}
+			confl.Add(wr.conflicts)
+		}()
+	}
+	wg.Wait()
+	return Stats{Reviews: int64(cfg.Reviews), Events: events.Load(), Conflicts: confl.Load(), States: states}, first
+}
+
+type writer struct {
+	cfg       Config
+	l         *ledger.Ledger
+	rng       *rand.Rand
+	classes   []string
+	conflicts int64
+}
+
+var (
+	runner    = ledger.Actor{Name: "runner"}
+	sweeper   = ledger.Actor{Name: "sweeper"}
+	moderator = []string{"ada", "bo", "cy"}
+)
+
+// review writes one review's history starting at now and returns the
+// review, and how many events were appended.
+func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.Review, int64, error) {
+	class := w.classes[w.rng.IntN(len(w.classes))]
+	pol := w.cfg.Policy.Classes[class]
+	sub, err := domain.Submit(domain.SubmitCommand{
+		ReviewID: id, ContentClass: class, ContentType: "text/plain",
+		PayloadDigest: fmt.Sprintf("sha256:%064x", w.rng.Uint64()), PayloadBytes: 100 + w.rng.IntN(5000),
+		Policy: pol, SubmittedBy: "loadgen", Now: now,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	rv, err := w.l.Create(ctx, sub, ledger.Actor{Name: "loadgen"})
+	if err != nil {
+		return nil, 0, err
+	}
+	var n int64 = 1
+	add := func(actor ledger.Actor, events ...domain.Event) error {
+		next, err := w.l.Append(ctx, rv, actor, events...)
+		if err != nil {
+			return err
+		}
+		rv, n = next, n+int64(len(events))
+		return nil
+	}
+	escalate := func(reason domain.EscalationReason) error {
+		e, err := rv.Escalate(reason, "", now)
+		if err != nil {
+			return err
+		}
+		return add(runner, e)
+	}
+
+	// The automated path.
+	for rv.State() == domain.StatePending {
+		if w.rng.Float64() < 0.02 {
+			return rv, n, nil // worker lost before starting: stays pending
+		}
+		start, err := rv.StartAttempt(now)
+		switch {
+		case errors.Is(err, domain.ErrAttemptsExhausted):
+			if err := escalate(domain.ReasonAttemptsExhausted); err != nil {
+				return rv, n, err
+			}
+			continue
+		case errors.Is(err, domain.ErrBudgetExhausted):
+			if w.rng.Float64() < 0.5 {
+				now = now.Add(time.Second)
+				e, err := rv.Escalate(domain.ReasonDeadlinePassed, "swept", now)
+				if err != nil {
+					return rv, n, err
+				}
+				if err := add(sweeper, e); err != nil {
+					return rv, n, err
+				}
+			} else if err := escalate(domain.ReasonBudgetExhausted); err != nil {
+				return rv, n, err
+			}
+			continue
+		case err != nil:
+			return rv, n, err
+		}
+		if err := add(runner, start); err != nil {
+			return rv, n, err
+		}
+		if w.rng.Float64() < 0.01 {
+			return rv, n, nil // attempt left in flight
+		}
+		timeout := time.Duration(start.AttemptTimeoutMS) * time.Millisecond
+		// Service times: log-normal around 1.5 s with a long tail.
+		service := time.Duration(1500*math.Exp(w.rng.NormFloat64()*0.9)) * time.Millisecond
+		switch r := w.rng.Float64(); {
+		case r < 0.65 && service <= timeout:
+			now = now.Add(service)
+			state := domain.DecisionAccepted
+			if w.rng.Float64() < 0.3 {
+				state = domain.DecisionRejected
+			}
+			evs, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: state, Reasons: []string{"rule:" + string(state)}}, domain.SourceResponse, now)
+			if err != nil {
+				return rv, n, err
+			}
+			if err := add(ledger.Actor{Name: "provider"}, evs...); err != nil {
+				return rv, n, err
+			}
+			if w.rng.Float64() < 0.1 {
+				// A duplicate callback for the same attempt: refused, counted.
+				if err := w.conflict(ctx, class, id, now.Add(50*time.Millisecond)); err != nil {
+					return rv, n, err
+				}
+			}
+		case r < 0.7:
+			now = now.Add(200 * time.Millisecond)
+			e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: domain.ClassProviderRefused, Detail: "status 400"}, now)
+			if err != nil {
+				return rv, n, err
+			}
+			if err := add(runner, e); err != nil {
+				return rv, n, err
+			}
+			if err := escalate(domain.ReasonProviderRefused); err != nil {
+				return rv, n, err
+			}
+		default:
+			kind, elapsed := domain.ClassDeadlineExceeded, timeout
+			var retryAfter time.Duration
+			switch r := w.rng.Float64(); {
+			case r < 0.3:
+				kind, elapsed = domain.ClassTransportError, min(timeout, time.Duration(w.rng.Int64N(int64(timeout)))+time.Millisecond)
+			case r < 0.4:
+				kind, elapsed, retryAfter = domain.ClassRateLimited, 30*time.Millisecond, time.Duration(w.rng.IntN(3))*time.Second
+			case r < 0.45:
+				kind, elapsed = domain.ClassInvalidFinding, service
+			}
+			now = now.Add(elapsed)
+			e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: kind, RetryAfter: retryAfter}, now)
+			if err != nil {
+				return rv, n, err
+			}
+			if err := add(runner, e); err != nil {
+				return rv, n, err
+			}
+			if kind == domain.ClassDeadlineExceeded && w.rng.Float64() < 0.2 {
+				// The provider answers after all: the late finding is refused.
+				if _, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: domain.DecisionAccepted}, domain.SourceCallback, now.Add(time.Second)); !errors.Is(err, domain.ErrAttemptNotInFlight) {
+					return rv, n, fmt.Errorf("late finding: got %v, want ErrAttemptNotInFlight", err)
+				}
+				if err := w.conflict(ctx, class, id, now.Add(time.Second)); err != nil {
+					return rv, n, err
+				}
+			}
+			wait, ok := domain.RetryWait(now, rv.Deadline(), pol.Backoff.Delay(start.Attempt, w.rng), retryAfter)
+			if !ok {
+				if err := escalate(domain.ReasonRetryBudgetExhausted); err != nil {
+					return rv, n, err
+				}
+				continue
+			}
+			now = now.Add(wait)
+		}
+	}
+
+	// The manual path.
+	for rv.State() == domain.StateManualReview {
+		if w.rng.Float64() < 0.3 {
+			return rv, n, nil // still waiting for a moderator
+		}
+		now = now.Add(time.Duration(1+w.rng.IntN(120)) * time.Second)
+		state := domain.DecisionAccepted
+		if w.rng.Float64() < 0.4 {
+			state = domain.DecisionRejected
+		}
+		// Two moderators may act on the same version at once: one wins, the
+		// other's append fails its expected-revision check.
+		racing := w.rng.Float64() < 0.1
+		base := rv
+		var picked []string
+		for _, m := range moderator {
+			if _, err := base.DecideManually(domain.ManualDecision{Moderator: m, State: state, ExpectedVersion: base.Version()}, now); err == nil {
+				picked = append(picked, m)
+			}
+		}
+		if len(picked) == 0 {
+			return rv, n, fmt.Errorf("review %s: no moderator may decide", id)
+		}
+		evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[0], State: state, Note: "checked by " + picked[0], ExpectedVersion: base.Version()}, now)
+		if err := add(ledger.Actor{Name: picked[0]}, evs...); err != nil {
+			return rv, n, err
+		}
+		if racing && len(picked) > 1 {
+			evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[1], State: state, ExpectedVersion: base.Version()}, now)
+			if _, err := w.l.Append(ctx, base, ledger.Actor{Name: picked[1]}, evs...); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+				return rv, n, fmt.Errorf("racing decision: got %v, want ErrWrongExpectedVersion", err)
+			}
+		}
+	}
+	return rv, n, nil
+}
+
+func (w *writer) conflict(ctx context.Context, class, id string, at time.Time) error {
+	w.conflicts++
+	if w.cfg.OnConflict == nil {
+		return nil
+	}
+	return w.cfg.OnConflict(ctx, class, id, at)
+}

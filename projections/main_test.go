@@ -1,0 +1,123 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// env is a migrated database of its own and an in-memory ledger.
+type env struct {
+	pool   *pgxpool.Pool
+	store  eventstore.Store
+	ledger *ledger.Ledger
+	db     *DB
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	store := memstore.New()
+	return &env{pool: pool, store: store, ledger: ledger.New(store), db: NewDB(pool)}
+}
+
+func (e *env) runner(t *testing.T, mod func(*Config)) *Runner {
+	t.Helper()
+	cfg := Config{Pool: e.pool, Store: e.store, BatchSize: 53, PollInterval: 20 * time.Millisecond, RetryDelay: 10 * time.Millisecond, Logger: quiet}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) workload(t *testing.T, cfg workload.Config) workload.Stats {
+	t.Helper()
+	if cfg.OnConflict == nil {
+		cfg.OnConflict = e.db.RecordConflict
+	}
+	st, err := workload.Run(context.Background(), e.ledger, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// dump returns every row of every projection table, as text, sorted.
+func dump(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, p := range all() {
+		for _, table := range p.tables() {
+			rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT t::text FROM %s t`, liveTables.name(table)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(lines)
+			out[table] = lines
+		}
+	}
+	return out
+}
+
+func diff(t *testing.T, what string, got, want map[string][]string) {
+	t.Helper()
+	for table, w := range want {
+		g := got[table]
+		if slices.Equal(g, w) {
+			continue
+		}
+		var missing, extra []string
+		for _, l := range w {
+			if !slices.Contains(g, l) {
+				missing = append(missing, l)
+			}
+		}
+		for _, l := range g {
+			if !slices.Contains(w, l) {
+				extra = append(extra, l)
+			}
+		}
+		t.Errorf("%s: table %s: %d rows, want %d\nmissing:\n  %s\nextra:\n  %s", what, table, len(g), len(w),
+			strings.Join(first(missing, 5), "\n  "), strings.Join(first(extra, 5), "\n  "))
+	}
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}

@@ -1,0 +1,153 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Projection names.
+const (
+	ReviewSummary = "review_summary"
+	ManualQueue   = "manual_queue"
+	SLO           = "slo"
+)
+
+// ErrUnknownProjection is returned for a projection name that does not exist.
+var ErrUnknownProjection = errors.New("unknown projection")
+
+// projection turns ledger events into rows.
+type projection interface {
+	// name is the projection's stable name, the key of its checkpoint.
+	name() string
+	// version changes whenever the rows the code writes for the same events
+	// change; a stored checkpoint of another version triggers a rebuild.
+	version() int
+	// tables lists the tables the projection owns, rebuilt and swapped
+	// together.
+	tables() []string
+	// apply applies events, in global order, inside tx to the tables named
+	// through t. It is called once per batch; all reads and writes go
+	// through tx.
+	apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error
+}
+
+// all returns every projection, in a fixed order.
+func all() []projection {
+	return []projection{summaryProjection{}, queueProjection{}, sloProjection{}}
+}
+
+// Names returns the names of every projection.
+func Names() []string {
+	var names []string
+	for _, p := range all() {
+		names = append(names, p.name())
+	}
+	return names
+}
+
+// lookup returns the named projections, or every one when names is empty.
+func lookup(names ...string) ([]projection, error) {
+	if len(names) == 0 {
+		return all(), nil
+	}
+	var out []projection
+	for _, n := range names {
+		var found projection
+		for _, p := range all() {
+			if p.name() == n {
+				found = p
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("projection %q (known: %s): %w", n, strings.Join(Names(), ", "), ErrUnknownProjection)
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+// tableSet maps a projection's table names onto the physical tables of one
+// generation: the live ones, or the ones a rebuild is filling.
+type tableSet struct{ suffix string }
+
+var (
+	liveTables    = tableSet{}
+	rebuildTables = tableSet{suffix: "_rebuild"}
+)
+
+// name returns the quoted physical name of table.
+func (t tableSet) name(table string) string {
+	return pgx.Identifier{table + t.suffix}.Sanitize()
+}
+
+// event is a decoded review event with its place in the ledger.
+type event struct {
+	position   eventstore.Position
+	reviewID   string
+	revision   uint64
+	recordedAt time.Time
+	data       domain.Event
+}
+
+const streamPrefix = "review-"
+
+var knownTypes = map[string]bool{
+	domain.TypeSubmitted:              true,
+	domain.TypeAttemptStarted:         true,
+	domain.TypeAttemptTimedOut:        true,
+	domain.TypeFindingReceived:        true,
+	domain.TypeEscalated:              true,
+	domain.TypeManualApprovalRecorded: true,
+	domain.TypeManualDecisionRecorded: true,
+}
+
+// decode turns recorded events into review events. Events of other streams
+// and of types this code does not know are skipped (and counted in skipped):
+// they are not review facts this version can project. A known type whose
+// body does not decode is an error: the projection stops rather than
+// silently diverge from the ledger.
+func decode(recorded []eventstore.RecordedEvent) (events []event, skipped int, err error) {
+	events = make([]event, 0, len(recorded))
+	for _, r := range recorded {
+		id, ok := strings.CutPrefix(r.Stream, streamPrefix)
+		if !ok || !knownTypes[r.Type] {
+			skipped++
+			continue
+		}
+		e, err := domain.DecodeEvent(r.Type, r.Data)
+		if err != nil {
+			return nil, 0, fmt.Errorf("event %s at %s (%s revision %d): %w", r.ID, r.Position, r.Stream, r.Revision, err)
+		}
+		events = append(events, event{position: r.Position, reviewID: id, revision: r.Revision, recordedAt: r.RecordedAt, data: e})
+	}
+	return events, skipped, nil
+}
+
+// reviewIDs returns the reviews the events touch whose first event in the
+// batch is not Submitted: those whose earlier state must be loaded.
+func reviewIDs(events []event) []string {
+	seen := make(map[string]bool)
+	var ids []string
+	for _, e := range events {
+		if _, ok := seen[e.reviewID]; ok {
+			continue
+		}
+		_, opens := e.data.(domain.Submitted)
+		seen[e.reviewID] = true
+		if !opens {
+			ids = append(ids, e.reviewID)
+		}
+	}
+	return ids
+}
+
+// minute returns the SLO bucket of t.
+func minute(t time.Time) time.Time { return t.UTC().Truncate(time.Minute) }

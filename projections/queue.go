@@ -1,0 +1,261 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// queueProjection keeps manual_queue: the reviews in manual_review. Until a
+// review escalates, manual_queue_candidate keeps what its queue entry will
+// need from Submitted.
+type queueProjection struct{}
+
+func (queueProjection) name() string     { return ManualQueue }
+func (queueProjection) version() int     { return 1 }
+func (queueProjection) tables() []string { return []string{"manual_queue_candidate", "manual_queue"} }
+
+type candidateRow struct {
+	class             string
+	priority          int
+	requiredApprovals int
+	humanGate         bool
+}
+
+type queueRow struct {
+	class             string
+	priority          int
+	reason            string
+	attempts          int
+	escalatedAt       time.Time
+	version           int64
+	requiredApprovals int
+	approvers         []string
+}
+
+// queueState is one review as this projection sees it: a candidate, an
+// entry in the queue, or neither (ended).
+type queueState struct {
+	candidate *candidateRow
+	entry     *queueRow
+	// stored* say what the database held before the batch, so that only
+	// rows that existed are deleted.
+	storedCandidate, storedEntry bool
+	changed                      bool
+}
+
+func (p queueProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error {
+	states, err := loadQueueStates(ctx, tx, t, reviewIDs(events))
+	if err != nil {
+		return err
+	}
+	var order []string
+	for _, e := range events {
+		s := states[e.reviewID]
+		if s == nil {
+			if _, ok := e.data.(domain.Submitted); !ok {
+				continue // not a candidate, not queued: nothing to do
+			}
+			s = &queueState{}
+			states[e.reviewID] = s
+		}
+		if s.entry != nil && int64(e.revision) <= s.entry.version {
+			continue // already applied
+		}
+		if applyQueue(s, e) && !s.changed {
+			s.changed = true
+			order = append(order, e.reviewID)
+		}
+	}
+	return writeQueue(ctx, tx, t, order, states)
+}
+
+// applyQueue moves s forward by e and reports whether anything changed.
+func applyQueue(s *queueState, e event) bool {
+	switch d := e.data.(type) {
+	case domain.Submitted:
+		if s.candidate != nil || s.entry != nil {
+			return false
+		}
+		s.candidate = &candidateRow{
+			class: d.ContentClass, priority: d.Policy.Priority,
+			requiredApprovals: max(1, d.Policy.Approvals), humanGate: d.Policy.HumanGate,
+		}
+	case domain.FindingReceived:
+		if s.candidate == nil || (d.State == domain.DecisionAccepted && s.candidate.humanGate) {
+			return false // an accept held by a human gate: Escalated follows
+		}
+		s.candidate = nil
+	case domain.Escalated:
+		c := s.candidate
+		if c == nil {
+			return false
+		}
+		s.candidate = nil
+		if d.State == domain.StateManualReview {
+			s.entry = &queueRow{
+				class: c.class, priority: c.priority, reason: string(d.Reason), attempts: d.Attempts,
+				escalatedAt: d.At, version: int64(e.revision), requiredApprovals: c.requiredApprovals,
+				approvers: []string{},
+			}
+		}
+	case domain.ManualApprovalRecorded:
+		if s.entry == nil {
+			return false
+		}
+		s.entry.approvers = append(slices.Clone(s.entry.approvers), d.Moderator)
+		s.entry.version = int64(e.revision)
+	case domain.ManualDecisionRecorded:
+		if s.entry == nil {
+			return false
+		}
+		s.entry = nil
+	default:
+		return false
+	}
+	return true
+}
+
+func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[string]*queueState, error) {
+	out := make(map[string]*queueState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	get := func(id string) *queueState {
+		s := out[id]
+		if s == nil {
+			s = &queueState{}
+			out[id] = s
+		}
+		return s
+	}
+	rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, required_approvals, human_gate
+		FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+	}
+	var (
+		id string
+		c  candidateRow
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &c.class, &c.priority, &c.requiredApprovals, &c.humanGate}, func() error {
+		s := get(id)
+		s.candidate, s.storedCandidate = ptr(c), true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+	}
+	rows, err = tx.Query(ctx, `SELECT review_id, content_class, priority, reason, attempts, escalated_at, version,
+		required_approvals, approvers FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load manual_queue: %w", err)
+	}
+	var q queueRow
+	_, err = pgx.ForEachRow(rows, []any{&id, &q.class, &q.priority, &q.reason, &q.attempts, &q.escalatedAt, &q.version,
+		&q.requiredApprovals, &q.approvers}, func() error {
+		s := get(id)
+		s.entry, s.storedEntry = ptr(q), true
+		q.approvers = nil // the next row scans into a slice of its own
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load manual_queue: %w", err)
+	}
+	return out, nil
+}
+
+func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states map[string]*queueState) error {
+	var (
+		dropCandidates, dropEntries []string
+		cIDs, cClasses              []string
+		cPriority, cRequired        []int32
+		cGate                       []bool
+		qIDs, qClasses, qReasons    []string
+		qPriority, qAttempts, qReq  []int32
+		qEscalated                  []time.Time
+		qVersion                    []int64
+		qApprovers                  []string
+	)
+	for _, id := range order {
+		s := states[id]
+		switch c := s.candidate; {
+		case c != nil:
+			cIDs, cClasses = append(cIDs, id), append(cClasses, c.class)
+			cPriority, cRequired = append(cPriority, int32(c.priority)), append(cRequired, int32(c.requiredApprovals))
+			cGate = append(cGate, c.humanGate)
+		case s.storedCandidate:
+			dropCandidates = append(dropCandidates, id)
+		}
+		switch q := s.entry; {
+		case q != nil:
+			qIDs, qClasses, qReasons = append(qIDs, id), append(qClasses, q.class), append(qReasons, q.reason)
+			qPriority, qAttempts = append(qPriority, int32(q.priority)), append(qAttempts, int32(q.attempts))
+			qReq, qEscalated = append(qReq, int32(q.requiredApprovals)), append(qEscalated, q.escalatedAt)
+			qVersion = append(qVersion, q.version)
+			qApprovers = append(qApprovers, textArray(q.approvers))
+		case s.storedEntry:
+			dropEntries = append(dropEntries, id)
+		}
+	}
+	batch := &pgx.Batch{}
+	if len(dropCandidates) > 0 {
+		batch.Queue(`DELETE FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, dropCandidates)
+	}
+	if len(dropEntries) > 0 {
+		batch.Queue(`DELETE FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, dropEntries)
+	}
+	if len(cIDs) > 0 {
+		batch.Queue(`INSERT INTO `+t.name("manual_queue_candidate")+` (review_id, content_class, priority, required_approvals, human_gate)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::bool[])
+			ON CONFLICT (review_id) DO UPDATE SET content_class = EXCLUDED.content_class, priority = EXCLUDED.priority,
+				required_approvals = EXCLUDED.required_approvals, human_gate = EXCLUDED.human_gate`,
+			cIDs, cClasses, cPriority, cRequired, cGate)
+	}
+	if len(qIDs) > 0 {
+		batch.Queue(`INSERT INTO `+t.name("manual_queue")+` (review_id, content_class, priority, reason, attempts,
+				escalated_at, version, required_approvals, approvers)
+			SELECT u.id, u.class, u.priority, u.reason, u.attempts, u.escalated_at, u.version, u.required, u.approvers::text[]
+			FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[], $7::bigint[], $8::int[], $9::text[])
+				AS u(id, class, priority, reason, attempts, escalated_at, version, required, approvers)
+			ON CONFLICT (review_id) DO UPDATE SET content_class = EXCLUDED.content_class, priority = EXCLUDED.priority,
+				reason = EXCLUDED.reason, attempts = EXCLUDED.attempts, escalated_at = EXCLUDED.escalated_at,
+				version = EXCLUDED.version, required_approvals = EXCLUDED.required_approvals, approvers = EXCLUDED.approvers`,
+			qIDs, qClasses, qPriority, qReasons, qAttempts, qEscalated, qVersion, qReq, qApprovers)
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("write manual_queue: %w", err)
+	}
+	return nil
+}
+
+// textArray returns the PostgreSQL literal of a text array, for passing a
+// list per row through unnest (which would flatten a two-dimensional array).
+func textArray(items []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range s {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}

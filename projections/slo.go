@@ -1,0 +1,268 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// sloProjection keeps the SLO buckets. Review outcomes count in the minute
+// the review was submitted, so each minute is a cohort whose ratio is
+// meaningful; attempts count in the minute they ended. slo_open keeps, for
+// every review not yet terminal, what later events need: class, submission
+// time, deadline, and whether its outcome and completion were counted.
+type sloProjection struct{}
+
+func (sloProjection) name() string { return SLO }
+func (sloProjection) version() int { return 1 }
+func (sloProjection) tables() []string {
+	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt"}
+}
+
+// Attempt outcomes in slo_attempt.
+const (
+	outcomeFinding = "finding"
+	outcomeTimeout = "timeout" // classification deadline_exceeded
+	outcomeFailure = "failure" // any other classification
+)
+
+type openRow struct {
+	class           string
+	submittedAt     time.Time
+	deadline        time.Time
+	humanGate       bool
+	outcomeRecorded bool
+	completed       bool
+}
+
+type sloState struct {
+	open    *openRow
+	stored  bool // a slo_open row existed before the batch
+	changed bool
+}
+
+type minuteKey struct {
+	class  string
+	minute time.Time
+}
+
+type minuteCounts struct{ submitted, completed, escalated int64 }
+
+type bucketKey struct {
+	class   string
+	minute  time.Time
+	outcome string // attempts only
+	bucket  int
+}
+
+// sloDelta is what one batch adds to the counters.
+type sloDelta struct {
+	minutes  map[minuteKey]*minuteCounts
+	latency  map[bucketKey]int64
+	attempts map[bucketKey]int64
+}
+
+func (d *sloDelta) minute(class string, t time.Time) *minuteCounts {
+	k := minuteKey{class, minute(t)}
+	c := d.minutes[k]
+	if c == nil {
+		c = &minuteCounts{}
+		d.minutes[k] = c
+	}
+	return c
+}
+
+func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error {
+	states, err := loadOpen(ctx, tx, t, reviewIDs(events))
+	if err != nil {
+		return err
+	}
+	delta := &sloDelta{minutes: map[minuteKey]*minuteCounts{}, latency: map[bucketKey]int64{}, attempts: map[bucketKey]int64{}}
+	var order []string
+	for _, e := range events {
+		s := states[e.reviewID]
+		if s == nil {
+			if _, ok := e.data.(domain.Submitted); !ok {
+				continue // ended, or never seen: nothing left to count
+			}
+			s = &sloState{}
+			states[e.reviewID] = s
+		}
+		if applySLO(s, e, delta) && !s.changed {
+			s.changed = true
+			order = append(order, e.reviewID)
+		}
+	}
+	return writeSLO(ctx, tx, t, order, states, delta)
+}
+
+// applySLO counts e into delta and moves s forward; it reports whether s
+// changed.
+func applySLO(s *sloState, e event, delta *sloDelta) bool {
+	o := s.open
+	if d, ok := e.data.(domain.Submitted); ok {
+		if o != nil {
+			return false
+		}
+		s.open = &openRow{class: d.ContentClass, submittedAt: d.SubmittedAt, deadline: d.Deadline, humanGate: d.Policy.HumanGate}
+		delta.minute(d.ContentClass, d.SubmittedAt).submitted++
+		return true
+	}
+	if o == nil {
+		return false
+	}
+	// outcome records the first move away from pending (a finding or an
+	// escalation) in the latency histogram.
+	outcome := func(at time.Time) {
+		if !o.outcomeRecorded {
+			o.outcomeRecorded = true
+			delta.latency[bucketKey{class: o.class, minute: minute(o.submittedAt), bucket: bucketOf(ms(at.Sub(o.submittedAt)))}]++
+		}
+	}
+	// complete counts the review as completed within budget when at is not
+	// after its deadline, once.
+	complete := func(at time.Time) {
+		if !o.completed && !at.After(o.deadline) {
+			o.completed = true
+			delta.minute(o.class, o.submittedAt).completed++
+		}
+	}
+	attempt := func(outcome string, at time.Time, elapsedMS int64) {
+		delta.attempts[bucketKey{class: o.class, minute: minute(at), outcome: outcome, bucket: bucketOf(float64(elapsedMS))}]++
+	}
+	switch d := e.data.(type) {
+	case domain.AttemptTimedOut:
+		kind := outcomeFailure
+		if d.Classification == domain.ClassDeadlineExceeded {
+			kind = outcomeTimeout
+		}
+		attempt(kind, d.At, d.ElapsedMS)
+		return false
+	case domain.FindingReceived:
+		attempt(outcomeFinding, d.ReceivedAt, d.ElapsedMS)
+		outcome(d.ReceivedAt)
+		complete(d.ReceivedAt)
+		if !(d.State == domain.DecisionAccepted && o.humanGate) {
+			s.open = nil
+		}
+	case domain.Escalated:
+		delta.minute(o.class, o.submittedAt).escalated++
+		outcome(d.At)
+		if d.State != domain.StateManualReview {
+			s.open = nil
+		}
+	case domain.ManualDecisionRecorded:
+		complete(d.At)
+		s.open = nil
+	default:
+		return false
+	}
+	return true
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[string]*sloState, error) {
+	out := make(map[string]*sloState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed
+		FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load slo_open: %w", err)
+	}
+	var (
+		id string
+		o  openRow
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &o.class, &o.submittedAt, &o.deadline, &o.humanGate, &o.outcomeRecorded, &o.completed}, func() error {
+		out[id] = &sloState{open: ptr(o), stored: true}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load slo_open: %w", err)
+	}
+	return out, nil
+}
+
+func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states map[string]*sloState, delta *sloDelta) error {
+	batch := &pgx.Batch{}
+	var (
+		drop, ids, classes   []string
+		submitted, deadlines []time.Time
+		gates, outs, dones   []bool
+	)
+	for _, id := range order {
+		s := states[id]
+		switch o := s.open; {
+		case o != nil:
+			ids, classes = append(ids, id), append(classes, o.class)
+			submitted, deadlines = append(submitted, o.submittedAt), append(deadlines, o.deadline)
+			gates, outs, dones = append(gates, o.humanGate), append(outs, o.outcomeRecorded), append(dones, o.completed)
+		case s.stored:
+			drop = append(drop, id)
+		}
+	}
+	if len(drop) > 0 {
+		batch.Queue(`DELETE FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, drop)
+	}
+	if len(ids) > 0 {
+		batch.Queue(`INSERT INTO `+t.name("slo_open")+` (review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::bool[], $6::bool[], $7::bool[])
+			ON CONFLICT (review_id) DO UPDATE SET content_class = EXCLUDED.content_class, submitted_at = EXCLUDED.submitted_at,
+				deadline = EXCLUDED.deadline, human_gate = EXCLUDED.human_gate,
+				outcome_recorded = EXCLUDED.outcome_recorded, completed = EXCLUDED.completed`,
+			ids, classes, submitted, deadlines, gates, outs, dones)
+	}
+	if len(delta.minutes) > 0 {
+		var (
+			cls              []string
+			mins             []time.Time
+			sub, comp, escal []int64
+		)
+		for k, c := range delta.minutes {
+			cls, mins = append(cls, k.class), append(mins, k.minute)
+			sub, comp, escal = append(sub, c.submitted), append(comp, c.completed), append(escal, c.escalated)
+		}
+		batch.Queue(`INSERT INTO `+t.name("slo_minute")+` AS m (content_class, minute, submitted, completed_within_budget, escalated)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::bigint[])
+			ON CONFLICT (content_class, minute) DO UPDATE SET submitted = m.submitted + EXCLUDED.submitted,
+				completed_within_budget = m.completed_within_budget + EXCLUDED.completed_within_budget,
+				escalated = m.escalated + EXCLUDED.escalated`,
+			cls, mins, sub, comp, escal)
+	}
+	if len(delta.latency) > 0 {
+		cls, mins, _, buckets, ns := bucketColumns(delta.latency)
+		batch.Queue(`INSERT INTO `+t.name("slo_latency")+` AS h (content_class, minute, bucket, n)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::smallint[], $4::bigint[])
+			ON CONFLICT (content_class, minute, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
+			cls, mins, buckets, ns)
+	}
+	if len(delta.attempts) > 0 {
+		cls, mins, outcomes, buckets, ns := bucketColumns(delta.attempts)
+		batch.Queue(`INSERT INTO `+t.name("slo_attempt")+` AS h (content_class, minute, outcome, bucket, n)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::smallint[], $5::bigint[])
+			ON CONFLICT (content_class, minute, outcome, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
+			cls, mins, outcomes, buckets, ns)
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("write slo: %w", err)
+	}
+	return nil
+}
+
+func bucketColumns(m map[bucketKey]int64) (classes []string, minutes []time.Time, outcomes []string, buckets []int16, ns []int64) {
+	for k, n := range m {
+		classes, minutes, outcomes = append(classes, k.class), append(minutes, k.minute), append(outcomes, k.outcome)
+		buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
+	}
+	return
+}

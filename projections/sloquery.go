@@ -1,0 +1,203 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SLOSummary is the body of GET /v1/slo (DESIGN 5.2), extended with the
+// window it covers.
+type SLOSummary struct {
+	Total                  int64         `json:"total"`
+	CompletedWithinBudget  int64         `json:"completed_within_budget"`
+	WithinBudgetRatio      float64       `json:"within_budget_ratio"`
+	Escalated              int64         `json:"escalated"`
+	ConflictingCompletions int64         `json:"conflicting_completions"`
+	LatencyMS              Percentiles   `json:"latency_ms"`
+	ManualQueue            QueueStats    `json:"manual_queue"`
+	ContentClass           string        `json:"content_class,omitempty"`
+	From                   time.Time     `json:"from"`
+	To                     time.Time     `json:"to"`
+	Window                 time.Duration `json:"-"`
+}
+
+// Percentiles are estimates from a log-spaced histogram, in milliseconds;
+// each is within 9.1% of the true value (docs/projections.md).
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+}
+
+// QueueStats describes the manual queue now.
+type QueueStats struct {
+	Depth            int64   `json:"depth"`
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+}
+
+// window returns the first minute a window ending at now covers.
+func windowStart(window time.Duration, now time.Time) (time.Time, error) {
+	if window <= 0 {
+		return time.Time{}, invalid("window", "must be a positive duration, got %s", window)
+	}
+	if window > 366*24*time.Hour {
+		return time.Time{}, invalid("window", "must be at most 366 days, got %s", window)
+	}
+	return minute(now.Add(-window)), nil
+}
+
+// SLO summarizes the reviews of class (every class when empty) submitted
+// in the window ending at now, counted in whole minutes: the minute
+// containing now-window is included.
+//
+// Total counts submissions; CompletedWithinBudget those that got a complete
+// finding or a moderator's decision at or before their deadline (pending
+// ones count in Total only); Escalated those that left the automated path;
+// LatencyMS the time from submission to the first finding or escalation.
+// ConflictingCompletions counts the late or duplicate completions recorded
+// in the window. ManualQueue is the queue now.
+func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now time.Time) (SLOSummary, error) {
+	from, err := windowStart(window, now)
+	if err != nil {
+		return SLOSummary{}, err
+	}
+	out := SLOSummary{ContentClass: class, From: from, To: now, Window: window}
+	var hist histogram
+	var oldest *time.Time
+	err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT coalesce(sum(submitted), 0), coalesce(sum(completed_within_budget), 0), coalesce(sum(escalated), 0)
+			FROM slo_minute WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)`, from, now, class).
+			Scan(&out.Total, &out.CompletedWithinBudget, &out.Escalated)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM slo_conflict
+			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)`, from, now, class).
+			Scan(&out.ConflictingCompletions)
+		if err != nil {
+			return err
+		}
+		if err := readHistogram(ctx, tx, &hist, `SELECT bucket, sum(n) FROM slo_latency
+			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY bucket`, from, now, class); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*), min(escalated_at) FROM manual_queue WHERE $1 = '' OR content_class = $1`, class).
+			Scan(&out.ManualQueue.Depth, &oldest)
+	})
+	if err != nil {
+		return SLOSummary{}, fmt.Errorf("slo: %w", err)
+	}
+	if out.Total > 0 {
+		out.WithinBudgetRatio = float64(out.CompletedWithinBudget) / float64(out.Total)
+	}
+	out.LatencyMS = Percentiles{P50: hist.quantile(0.50), P90: hist.quantile(0.90), P99: hist.quantile(0.99)}
+	if oldest != nil {
+		out.ManualQueue.OldestAgeSeconds = seconds(now.Sub(*oldest))
+	}
+	return out, nil
+}
+
+func readHistogram(ctx context.Context, tx pgx.Tx, h *histogram, sql string, args ...any) error {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	var (
+		b int16
+		n int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&b, &n}, func() error {
+		if b >= 0 && int(b) < numBuckets {
+			h[b] += n
+		}
+		return nil
+	})
+	return err
+}
+
+// ServiceTimes is the measured attempt service time of one class: input for
+// choosing attempt_timeout against data rather than guesses.
+type ServiceTimes struct {
+	ContentClass string `json:"content_class"`
+	// Attempts ended in the window: Findings + Timeouts + Failures.
+	Attempts int64 `json:"attempts"`
+	Findings int64 `json:"findings"`
+	// Timeouts are attempts classified deadline_exceeded; Failures every
+	// other attempt that produced no usable finding.
+	Timeouts    int64   `json:"timeouts"`
+	Failures    int64   `json:"failures"`
+	TimeoutRate float64 `json:"timeout_rate"`
+	// FindingMS are percentiles of the time to a complete finding. Attempts
+	// that timed out are censored at their timeout and not in it; a high
+	// timeout rate means the true tail is longer than FindingMS shows.
+	FindingMS Percentiles `json:"finding_ms"`
+	// AttemptMS are percentiles over every ended attempt.
+	AttemptMS Percentiles `json:"attempt_ms"`
+}
+
+// AttemptServiceTimes returns, per class (only class when not empty), the
+// attempts that ended in the window ending at now and their measured
+// service-time percentiles, in class order.
+func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time.Duration, now time.Time) ([]ServiceTimes, error) {
+	from, err := windowStart(window, now)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.pool.Query(ctx, `SELECT content_class, outcome, bucket, sum(n) FROM slo_attempt
+		WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)
+		GROUP BY content_class, outcome, bucket ORDER BY content_class`, from, now, class)
+	if err != nil {
+		return nil, fmt.Errorf("attempt service times: %w", err)
+	}
+	type acc struct {
+		st            ServiceTimes
+		found, ended histogram
+	}
+	var (
+		order     []*acc
+		byClass   = map[string]*acc{}
+		cls, kind string
+		b         int16
+		n         int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&cls, &kind, &b, &n}, func() error {
+		a := byClass[cls]
+		if a == nil {
+			a = &acc{st: ServiceTimes{ContentClass: cls}}
+			byClass[cls] = a
+			order = append(order, a)
+		}
+		if b < 0 || int(b) >= numBuckets {
+			return nil
+		}
+		a.st.Attempts += n
+		a.ended[b] += n
+		switch kind {
+		case outcomeFinding:
+			a.st.Findings += n
+			a.found[b] += n
+		case outcomeTimeout:
+			a.st.Timeouts += n
+		default:
+			a.st.Failures += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempt service times: %w", err)
+	}
+	out := make([]ServiceTimes, 0, len(order))
+	for _, a := range order {
+		st := a.st
+		if st.Attempts > 0 {
+			st.TimeoutRate = float64(st.Timeouts) / float64(st.Attempts)
+		}
+		st.FindingMS = Percentiles{P50: a.found.quantile(0.5), P90: a.found.quantile(0.9), P99: a.found.quantile(0.99)}
+		st.AttemptMS = Percentiles{P50: a.ended.quantile(0.5), P90: a.ended.quantile(0.9), P99: a.ended.quantile(0.99)}
+		out = append(out, st)
+	}
+	return out, nil
+}

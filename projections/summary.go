@@ -1,0 +1,202 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// summaryProjection keeps review_summary: one row per review, the state the
+// aggregate would have after the same events.
+type summaryProjection struct{}
+
+func (summaryProjection) name() string     { return ReviewSummary }
+func (summaryProjection) version() int     { return 1 }
+func (summaryProjection) tables() []string { return []string{"review_summary"} }
+
+type summaryRow struct {
+	reviewID         string
+	class            string
+	state            domain.State
+	attempts         int
+	version          int64
+	submittedAt      time.Time
+	deadline         time.Time
+	decidedAt        *time.Time
+	decidedBy        *string
+	reasons          []string
+	escalationReason *string
+	escalatedAt      *time.Time
+	humanGate        bool
+	updatedAt        time.Time
+}
+
+const summaryColumns = `review_id, content_class, state, attempts, version, submitted_at, deadline,
+	decided_at, decided_by, reasons, escalation_reason, escalated_at, human_gate, updated_at`
+
+func (p summaryProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error {
+	rows, err := loadSummaries(ctx, tx, t, reviewIDs(events))
+	if err != nil {
+		return err
+	}
+	changed := make(map[string]*summaryRow)
+	var order []string
+	for _, e := range events {
+		row := rows[e.reviewID]
+		if row != nil && int64(e.revision) <= row.version {
+			continue // already applied
+		}
+		row = applySummary(row, e)
+		if row == nil {
+			continue
+		}
+		rows[e.reviewID] = row
+		if _, ok := changed[e.reviewID]; !ok {
+			order = append(order, e.reviewID)
+		}
+		changed[e.reviewID] = row
+	}
+	return writeSummaries(ctx, tx, t, order, changed)
+}
+
+// applySummary returns row moved forward by e; nil when e opens nothing and
+// the review is unknown.
+func applySummary(row *summaryRow, e event) *summaryRow {
+	if s, ok := e.data.(domain.Submitted); ok {
+		if row != nil {
+			return row
+		}
+		return &summaryRow{
+			reviewID: e.reviewID, class: s.ContentClass, state: domain.StatePending,
+			version: int64(e.revision), submittedAt: s.SubmittedAt, deadline: s.Deadline,
+			reasons: []string{}, humanGate: s.Policy.HumanGate, updatedAt: e.recordedAt,
+		}
+	}
+	if row == nil {
+		return nil
+	}
+	switch d := e.data.(type) {
+	case domain.AttemptStarted:
+		row.attempts = d.Attempt
+	case domain.FindingReceived:
+		row.reasons = nonNil(d.Reasons)
+		if !(d.State == domain.DecisionAccepted && row.humanGate) {
+			row.state = domain.State(d.State)
+			row.decidedAt = ptr(d.ReceivedAt)
+			row.decidedBy = ptr("provider")
+		}
+	case domain.Escalated:
+		row.state = d.State
+		row.escalationReason = ptr(string(d.Reason))
+		row.escalatedAt = ptr(d.At)
+		if d.State == domain.StateRejected {
+			row.decidedAt = ptr(d.At)
+			row.decidedBy = ptr("policy")
+			row.reasons = []string{"fail_closed:" + string(d.Reason)}
+		}
+	case domain.ManualDecisionRecorded:
+		row.state = domain.State(d.State)
+		row.decidedAt = ptr(d.At)
+		row.decidedBy = ptr(d.Moderator)
+		if d.Note != "" {
+			row.reasons = []string{d.Note}
+		}
+	}
+	row.version = int64(e.revision)
+	row.updatedAt = e.recordedAt
+	return row
+}
+
+func loadSummaries(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[string]*summaryRow, error) {
+	out := make(map[string]*summaryRow, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+summaryColumns+` FROM `+t.name("review_summary")+` WHERE review_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load review_summary: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			r       summaryRow
+			state   string
+			reasons []byte
+		)
+		if err := rows.Scan(&r.reviewID, &r.class, &state, &r.attempts, &r.version, &r.submittedAt, &r.deadline,
+			&r.decidedAt, &r.decidedBy, &reasons, &r.escalationReason, &r.escalatedAt, &r.humanGate, &r.updatedAt); err != nil {
+			return nil, fmt.Errorf("load review_summary: %w", err)
+		}
+		r.state = domain.State(state)
+		if err := json.Unmarshal(reasons, &r.reasons); err != nil {
+			return nil, fmt.Errorf("load review_summary %s: reasons: %w", r.reviewID, err)
+		}
+		out[r.reviewID] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load review_summary: %w", err)
+	}
+	return out, nil
+}
+
+func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, rows map[string]*summaryRow) error {
+	if len(order) == 0 {
+		return nil
+	}
+	n := len(order)
+	var (
+		ids, classes, states        = make([]string, n), make([]string, n), make([]string, n)
+		attempts                    = make([]int32, n)
+		versions                    = make([]int64, n)
+		submitted, deadlines, upd   = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		decidedAt, escalatedAt      = make([]*time.Time, n), make([]*time.Time, n)
+		decidedBy, escalationReason = make([]*string, n), make([]*string, n)
+		reasons                     = make([]string, n)
+		humanGate                   = make([]bool, n)
+	)
+	for i, id := range order {
+		r := rows[id]
+		b, err := json.Marshal(nonNil(r.reasons))
+		if err != nil {
+			return fmt.Errorf("write review_summary %s: %w", id, err)
+		}
+		ids[i], classes[i], states[i] = r.reviewID, r.class, string(r.state)
+		attempts[i], versions[i] = int32(r.attempts), r.version
+		submitted[i], deadlines[i], upd[i] = r.submittedAt, r.deadline, r.updatedAt
+		decidedAt[i], decidedBy[i], reasons[i] = r.decidedAt, r.decidedBy, string(b)
+		escalationReason[i], escalatedAt[i], humanGate[i] = r.escalationReason, r.escalatedAt, r.humanGate
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+t.name("review_summary")+` (`+summaryColumns+`)
+		SELECT u.id, u.class, u.state, u.attempts, u.version, u.submitted, u.deadline,
+			u.decided_at, u.decided_by, u.reasons::jsonb, u.escalation_reason, u.escalated_at, u.human_gate, u.updated
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
+			$8::timestamptz[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::bool[], $14::timestamptz[])
+			AS u(id, class, state, attempts, version, submitted, deadline, decided_at, decided_by, reasons,
+				escalation_reason, escalated_at, human_gate, updated)
+		ON CONFLICT (review_id) DO UPDATE SET
+			content_class = EXCLUDED.content_class, state = EXCLUDED.state, attempts = EXCLUDED.attempts,
+			version = EXCLUDED.version, submitted_at = EXCLUDED.submitted_at, deadline = EXCLUDED.deadline,
+			decided_at = EXCLUDED.decided_at, decided_by = EXCLUDED.decided_by, reasons = EXCLUDED.reasons,
+			escalation_reason = EXCLUDED.escalation_reason, escalated_at = EXCLUDED.escalated_at,
+			human_gate = EXCLUDED.human_gate, updated_at = EXCLUDED.updated_at`,
+		ids, classes, states, attempts, versions, submitted, deadlines,
+		decidedAt, decidedBy, reasons, escalationReason, escalatedAt, humanGate, upd)
+	if err != nil {
+		return fmt.Errorf("write review_summary: %w", err)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
