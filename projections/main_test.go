@@ -3,8 +3,8 @@ package projections
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"

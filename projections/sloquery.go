@@ -153,7 +153,7 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 		return nil, fmt.Errorf("attempt service times: %w", err)
 	}
 	type acc struct {
-		st            ServiceTimes
+		st           ServiceTimes
 		found, ended histogram
 	}
 	var (
