@@ -95,6 +95,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/openapi.json", s.openapi)
 	if s.deps.UI != nil {
 		e.GET("/", echo.WrapHandler(s.deps.UI))
+		e.GET("/ui/*", echo.WrapHandler(s.deps.UI)) // the page's script, style sheet and icon
 	}
 	return e
 }
