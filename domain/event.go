@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -190,6 +192,11 @@ type decodeError struct{ err error }
 func (decodeError) EventType() string { return "" }
 
 func decodeInto[T Event](data []byte) Event {
+	// json.Unmarshal takes "null" as no change, which would give a zero
+	// event; a stored body is always an object.
+	if body := bytes.TrimLeft(data, " \t\r\n"); len(body) == 0 || body[0] != '{' {
+		return decodeError{errors.New("body is not a JSON object")}
+	}
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
 		return decodeError{err}
