@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/nats-io/nats.go"
+)
+
+// openPubSub creates the publisher and subscriber of the configured
+// backend. Messages carry only a review ID: the handler reloads the stream,
+// so a message delivered twice, or late, is harmless.
+func (s *Service) openPubSub() error {
+	logger := watermill.NewSlogLoggerWithLevelMapping(s.log.With("component", "watermill"), map[slog.Level]slog.Level{
+		slog.LevelInfo: slog.LevelDebug,
+	})
+	switch s.cfg.PubSub {
+	case PubSubGoChannel:
+		ch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: int64(s.cfg.Workers)}, logger)
+		s.publisher, s.subscriber, s.closePub = ch, ch, ch.Close
+	case PubSubPostgres:
+		db := wsql.BeginnerFromPgx(s.cfg.Pool)
+		schema := wsql.PostgreSQLQueueSchema{GeneratePayloadType: func(string) string { return "BYTEA" }, SubscribeBatchSize: 1}
+		offsets := wsql.PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true}
+		pub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
+		if err != nil {
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=postgres: publisher: %w", err)
+		}
+		sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{
+			SchemaAdapter: schema, OffsetsAdapter: offsets, InitializeSchema: true,
+			PollInterval: 250 * time.Millisecond,
+		}, logger)
+		if err != nil {
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=postgres: subscriber: %w", err)
+		}
+		s.publisher, s.subscriber = pub, sub
+		s.closePub = func() error {
+			if err := sub.Close(); err != nil {
+				return err
+			}
+			return pub.Close()
+		}
+	case PubSubNATS:
+		nc, err := nats.Connect(s.cfg.NATSURL, nats.Name("reviewledger-runner"))
+		if err != nil {
+			return fmt.Errorf("REVIEWLEDGER_NATS_URL %s: %w", s.cfg.NATSURL, err)
+		}
+		pub, err := wnats.NewPublisher(wnats.PublisherConfig{Conn: nc, Logger: logger})
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: publisher: %w", err)
+		}
+		sub, err := wnats.NewSubscriber(wnats.SubscriberConfig{
+			Conn: nc, Logger: logger, ResourceInitializer: wnats.GroupedConsumer("reviewledger-runner"),
+		})
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: subscriber: %w", err)
+		}
+		s.publisher, s.subscriber = pub, sub
+		s.closePub = func() error {
+			err := sub.Close()
+			if perr := pub.Close(); err == nil {
+				err = perr
+			}
+			nc.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// newRouter routes work messages to the worker pool. The handler returns
+// (and the message is acknowledged) once a worker has taken the review, so
+// the pool bounds concurrency; a review taken by a process that then dies
+// is recovered by the next start's resume, or escalated by any process's
+// deadline sweeper.
+func (s *Service) newRouter() (*message.Router, error) {
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second},
+		watermill.NewSlogLoggerWithLevelMapping(s.log.With("component", "watermill"), map[slog.Level]slog.Level{
+			slog.LevelInfo: slog.LevelDebug,
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("runner: router: %w", err)
+	}
+	router.AddConsumerHandler("review-work", s.cfg.Topic, s.subscriber, func(msg *message.Message) error {
+		s.dispatch(msg.Context(), string(msg.Payload))
+		return nil
+	})
+	return router, nil
+}
+
+// resume dispatches every pending review, so that work taken by a process
+// that stopped or died is picked up again.
+func (s *Service) resume(ctx context.Context) {
+	ids, err := s.state.pending(ctx, farFuture, resumeLimit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("resume pending reviews", "error", err.Error())
+		}
+		return
+	}
+	if len(ids) > 0 {
+		s.log.Info("resuming pending reviews", "count", len(ids))
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		s.dispatch(ctx, id)
+	}
+}
+
+const resumeLimit = 100000
+
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/provider"
+	"github.com/reviewledger/reviewledger/api/runner"
+)
+
+// RunnerConfig is the review runner's settings, embedded in the serve
+// command. REVIEWLEDGER_SWEEP_INTERVAL is in Config.
+type RunnerConfig struct {
+	Workers          int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"16" help:"Reviews worked at once."`
+	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" enum:"gochannel,postgres,nats" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
+	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
+	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
+	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`
+
+	SimSeed         uint64        `name:"sim-seed" env:"REVIEWLEDGER_SIM_SEED" default:"1" help:"Simulator: random seed."`
+	SimMedian       time.Duration `name:"sim-median-latency" env:"REVIEWLEDGER_SIM_MEDIAN_LATENCY" default:"200ms" help:"Simulator: median service time."`
+	SimP99          time.Duration `name:"sim-p99-latency" env:"REVIEWLEDGER_SIM_P99_LATENCY" default:"2s" help:"Simulator: 99th percentile service time."`
+	SimTimeoutRate  float64       `name:"sim-timeout-rate" env:"REVIEWLEDGER_SIM_TIMEOUT_RATE" default:"0.02" help:"Simulator: share of attempts that hang until their timeout."`
+	SimErrorRate    float64       `name:"sim-error-rate" env:"REVIEWLEDGER_SIM_ERROR_RATE" default:"0.03" help:"Simulator: share of attempts answered 503."`
+	SimInvalidRate  float64       `name:"sim-invalid-rate" env:"REVIEWLEDGER_SIM_INVALID_RATE" default:"0.01" help:"Simulator: share of attempts answered with an incomplete finding."`
+	SimAsyncRate    float64       `name:"sim-async-rate" env:"REVIEWLEDGER_SIM_ASYNC_RATE" default:"0.1" help:"Simulator: share of attempts answered 202, the finding following by signed callback."`
+	SimLateCallback float64       `name:"sim-late-callback-rate" env:"REVIEWLEDGER_SIM_LATE_CALLBACK_RATE" default:"0.05" help:"Simulator: share of callbacks sent after the attempt's timeout."`
+	SimRejectRate   float64       `name:"sim-reject-rate" env:"REVIEWLEDGER_SIM_REJECT_RATE" default:"0.1" help:"Simulator: share of findings that reject."`
+}
+
+// Validate names the first setting at fault.
+func (c RunnerConfig) Validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("REVIEWLEDGER_WORKERS: must be at least 1, got %d", c.Workers)
+	case c.PubSub != runner.PubSubGoChannel && c.PubSub != runner.PubSubPostgres && c.PubSub != runner.PubSubNATS:
+		return fmt.Errorf("REVIEWLEDGER_PUBSUB: must be gochannel, postgres or nats, got %q", c.PubSub)
+	case c.PubSub == runner.PubSubNATS && c.NATSURL == "":
+		return fmt.Errorf("REVIEWLEDGER_NATS_URL: required with REVIEWLEDGER_PUBSUB=nats")
+	case c.RetryBudget <= 0 || c.RetryBudget > 1:
+		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET: must be above 0 and at most 1, got %v", c.RetryBudget)
+	case c.PayloadRetention <= 0:
+		return fmt.Errorf("REVIEWLEDGER_PAYLOAD_RETENTION: must be a positive duration such as 720h, got %s", c.PayloadRetention)
+	}
+	sim := c.Sim()
+	sim.Deliver, sim.Signer = nil, nil
+	sim.AsyncRate = 0 // checked here without its callback target
+	if err := sim.Validate(); err != nil {
+		return err
+	}
+	if c.SimAsyncRate < 0 || c.SimAsyncRate > 1 {
+		return fmt.Errorf("REVIEWLEDGER_SIM_ASYNC_RATE: must be between 0 and 1, got %v", c.SimAsyncRate)
+	}
+	if sum := c.SimTimeoutRate + c.SimErrorRate + c.SimInvalidRate + c.SimAsyncRate; sum > 1 {
+		return fmt.Errorf("REVIEWLEDGER_SIM_*_RATE: timeout + error + invalid + async must not exceed 1, got %v", sum)
+	}
+	return nil
+}
+
+// Apply copies the settings into a runner configuration.
+func (c RunnerConfig) Apply(rc *runner.Config) {
+	rc.Workers = c.Workers
+	rc.PubSub = c.PubSub
+	rc.NATSURL = c.NATSURL
+	rc.RetryBudget = c.RetryBudget
+	rc.PayloadRetention = c.PayloadRetention
+}
+
+// Sim returns the simulator settings; the caller sets Deliver and Signer.
+func (c RunnerConfig) Sim() provider.SimConfig {
+	return provider.SimConfig{
+		Seed: c.SimSeed, MedianLatency: c.SimMedian, P99Latency: c.SimP99,
+		TimeoutRate: c.SimTimeoutRate, ErrorRate: c.SimErrorRate, InvalidRate: c.SimInvalidRate,
+		AsyncRate: c.SimAsyncRate, LateCallbackRate: c.SimLateCallback, RejectRate: c.SimRejectRate,
+	}
+}
