@@ -14,12 +14,10 @@ type callbackView struct {
 // callback is POST /v1/reviews/{id}/findings: a provider's signed finding
 // (DESIGN 5.4). It carries no bearer token; the runner verifies the
 // Standard Webhooks signature over the raw body and applies the finding
-// with its expected-revision check.
+// with its expected-revision check. The signature is checked before
+// anything else about the request, the review ID included.
 func (s *Server) callback(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+	id := c.Param("id")
 	body, err := s.readBody(c)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
@@ -22,25 +23,17 @@ type Ledger interface {
 	Append(ctx context.Context, rv *ledger.Review, actor ledger.Actor, events ...domain.Event) (*ledger.Review, error)
 }
 
-// SubmitRequest is a validated submission.
-type SubmitRequest struct {
-	ReviewID     string
-	ContentClass string
-	ContentType  string
-	Content      []byte
-	Actor        ledger.Actor
-}
-
-// Reviews is the review runner's control path.
+// Reviews is the review runner's control path (*runner.Service).
 type Reviews interface {
 	// Submit creates the review, or returns the existing one with created
 	// false when the same review (same class and content) was submitted
 	// before. Errors: *domain.FieldError / domain.ErrInvalidReviewID,
 	// domain.ErrUnknownClass, domain.ErrReviewExists (other content or class).
-	Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Review, created bool, err error)
+	Submit(ctx context.Context, req runner.SubmitRequest) (rv *ledger.Review, created bool, err error)
 	// HandleCallback verifies and applies a provider's finding callback.
-	// Errors: an invalid or stale signature (401), domain.ErrReviewNotFound,
-	// a conflicting completion (409), domain.ErrInvalidFinding.
+	// Errors: provider.ErrInvalidSignature (bad or stale signature),
+	// domain.ErrReviewNotFound, runner.ErrConflictingCompletion,
+	// domain.ErrInvalidFinding.
 	HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error
 	// InFlight is the number of reviews being worked on now.
 	InFlight() int
@@ -100,3 +93,5 @@ type Check struct {
 // ErrClaimedByOther is the claim conflict until the projections' own
 // sentinel is wired in through Deps.Errors.
 var ErrClaimedByOther = errors.New("claimed by another moderator")
+
+var _ Reviews = (*runner.Service)(nil)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -61,7 +62,7 @@ type callbackCall struct {
 	body   []byte
 }
 
-func (f *fakeRunner) Submit(ctx context.Context, req SubmitRequest) (*ledger.Review, bool, error) {
+func (f *fakeRunner) Submit(ctx context.Context, req runner.SubmitRequest) (*ledger.Review, bool, error) {
 	cp, err := f.policy.Class(req.ContentClass)
 	if err != nil {
 		return nil, false, err

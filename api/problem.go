@@ -10,6 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reviewledger/reviewledger/api/provider"
+	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -67,6 +69,8 @@ var problemTable = []problemKind{
 	{ErrRouteNotFound, http.StatusNotFound, "route-not-found", "No such route"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
 	{ErrNotReady, http.StatusServiceUnavailable, "not-ready", "Not ready"},
+	{provider.ErrInvalidSignature, http.StatusUnauthorized, "invalid-signature", "Invalid or stale webhook signature"},
+	{runner.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
 	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
@@ -74,6 +78,7 @@ var problemTable = []problemKind{
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
 	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},
+	{ErrClaimedByOther, http.StatusConflict, "claimed-by-other", "Claimed by another moderator"},
 	{domain.ErrVersionMismatch, http.StatusConflict, "version-moved", "Review version moved"},
 	{eventstore.ErrWrongExpectedVersion, http.StatusConflict, "version-moved", "Review version moved"},
 	{domain.ErrAttemptNotInFlight, http.StatusConflict, "conflicting-completion", "Attempt is no longer in flight"},

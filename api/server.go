@@ -78,7 +78,6 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.observe, s.recover)
-	e.RouteNotFound("/*", func(echo.Context) error { return ErrRouteNotFound })
 
 	e.POST("/v1/reviews", s.submit, s.require(RoleSubmitter))
 	e.GET("/v1/reviews/:id", s.getReview, s.require(RoleSubmitter, RoleModerator, RoleAuditor))

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+type openAPIDoc struct {
+	OpenAPI string                                `json:"openapi"`
+	Paths   map[string]map[string]openAPIOperation `json:"paths"`
+	Comps   struct {
+		Schemas   map[string]json.RawMessage `json:"schemas"`
+		Responses map[string]json.RawMessage `json:"responses"`
+	} `json:"components"`
+	ProblemTypes map[string]int `json:"x-problem-types"`
+}
+
+type openAPIOperation struct {
+	Roles     []string                   `json:"x-roles"`
+	Responses map[string]json.RawMessage `json:"responses"`
+}
+
+var echoParam = regexp.MustCompile(`:([a-z_]+)`)
+
+// TestOpenAPIMatchesRoutes fails when a registered route is missing from
+// the document, the document names a route the server lacks, or the roles
+// differ from the ones the route enforces.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	h := newHarness(t, func(_ *Config, d *Deps) { d.UI = http.NotFoundHandler() })
+	rec := h.do("GET", "/openapi.json", "", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d", rec.Code)
+	}
+	var doc openAPIDoc
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q", doc.OpenAPI)
+	}
+	served := map[string]bool{}
+	for _, r := range h.srv.Echo().Routes() {
+		if strings.HasPrefix(r.Method, "echo_") {
+			continue
+		}
+		path := strings.Replace(echoParam.ReplaceAllString(r.Path, "{$1}"), "*", "{path}", 1)
+		key := r.Method + " " + path
+		served[key] = true
+		op, ok := doc.Paths[path][strings.ToLower(r.Method)]
+		if !ok {
+			t.Errorf("route %s is not in openapi.json", key)
+			continue
+		}
+		// The roles the route enforces, probed with one token per role.
+		probe := strings.Replace(echoParam.ReplaceAllString(r.Path, "r1"), "*", "app.js", 1)
+		var enforced []string
+		anyRejected := false
+		for _, tk := range []struct {
+			role  Role
+			token string
+		}{{RoleSubmitter, submitterToken}, {RoleModerator, moderatorToken}, {RoleAuditor, auditorToken}} {
+			code := h.do(r.Method, probe, tk.token, "").Code
+			if code == http.StatusForbidden {
+				anyRejected = true
+				continue
+			}
+			enforced = append(enforced, string(tk.role))
+		}
+		if !anyRejected && h.do(r.Method, probe, "", "").Code != http.StatusUnauthorized {
+			enforced = nil // public
+		}
+		sort.Strings(enforced)
+		documented := slices.Sorted(slices.Values(op.Roles))
+		if !slices.Equal(enforced, documented) {
+			t.Errorf("%s: enforces roles %v, documented %v", key, enforced, documented)
+		}
+		if len(enforced) > 0 {
+			for _, code := range []string{"401", "403"} {
+				if _, ok := op.Responses[code]; !ok {
+					t.Errorf("%s: response %s not documented", key, code)
+				}
+			}
+		}
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if key := strings.ToUpper(method) + " " + path; !served[key] {
+				t.Errorf("openapi.json documents %s, which is not served", key)
+			}
+		}
+	}
+	// Every $ref resolves and every problem kind of the error table is
+	// documented with its status.
+	for _, ref := range regexp.MustCompile(`"\$ref":\s*"#/components/(schemas|responses|headers)/([A-Za-z0-9-]+)"`).FindAllStringSubmatch(rec.Body.String(), -1) {
+		var ok bool
+		switch ref[1] {
+		case "schemas":
+			_, ok = doc.Comps.Schemas[ref[2]]
+		case "responses":
+			_, ok = doc.Comps.Responses[ref[2]]
+		default:
+			ok = ref[2] == "X-Request-Id"
+		}
+		if !ok {
+			t.Errorf("unresolved $ref %s", ref[0])
+		}
+	}
+	for _, row := range append(h.srv.problems, internalProblem) {
+		if got, ok := doc.ProblemTypes[ProblemTypeBase+row.kind]; !ok || got != row.status {
+			t.Errorf("problem type %s (%d) documented as %d", row.kind, row.status, got)
+		}
+		if _, ok := doc.Comps.Responses["Problem"+strconv.Itoa(row.status)]; !ok {
+			t.Errorf("no Problem%d response", row.status)
+		}
+	}
+}
