@@ -12,7 +12,7 @@ import (
 )
 
 type openAPIDoc struct {
-	OpenAPI string                                `json:"openapi"`
+	OpenAPI string                                 `json:"openapi"`
 	Paths   map[string]map[string]openAPIOperation `json:"paths"`
 	Comps   struct {
 		Schemas   map[string]json.RawMessage `json:"schemas"`
