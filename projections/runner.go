@@ -153,6 +153,22 @@ func (r *Runner) CatchUp(ctx context.Context) error {
 	return nil
 }
 
+// CatchUpConcurrently is CatchUp with every projection caught up at the
+// same time, as Run does.
+func (r *Runner) CatchUpConcurrently(ctx context.Context) error {
+	errs := make([]error, len(r.projections))
+	var wg sync.WaitGroup
+	for i, p := range r.projections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.withLock(ctx, p, func(lock *pgxpool.Conn) error { return r.serve(ctx, p, lock, false) })
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func (r *Runner) runProjection(ctx context.Context, p projection) {
 	log := r.cfg.Logger.With("projection", p.name())
 	for ctx.Err() == nil {

@@ -1,0 +1,180 @@
+// Command catchupbench measures how fast the projections catch up on a
+// ledger of a million events, beside a plain sequential read of the same
+// events, and prints the figures recorded in docs/benchmarks.md.
+//
+//	go run ./projections/internal/catchupbench -events 1000000
+//
+// It works in a schema of its own (created, migrated and dropped again) in
+// the database named by -database or DATABASE_URL; the ledger is in memory,
+// so the figures isolate the projections' own cost.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+	"github.com/reviewledger/reviewledger/migrations"
+	"github.com/reviewledger/reviewledger/projections"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "catchupbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	defURL := os.Getenv("DATABASE_URL")
+	if defURL == "" {
+		defURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	var (
+		url     = flag.String("database", defURL, "PostgreSQL connection string (DATABASE_URL)")
+		events  = flag.Int("events", 1_000_000, "ledger events to project, at least")
+		batch   = flag.Int("batch", 2000, "projection batch size")
+		writers = flag.Int("writers", 2, "concurrent writers generating the ledger")
+		seed    = flag.Uint64("seed", 1, "workload seed")
+	)
+	flag.Parse()
+	if *events < 1 {
+		return errors.New("-events: must be positive")
+	}
+	ctx := context.Background()
+
+	pool, cleanup, err := schema(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	store := memstore.New()
+	l := ledger.New(store)
+	t0 := time.Now()
+	var total int64
+	for i := 0; total < int64(*events); i++ {
+		// About 4.4 events per review; top up until there are enough.
+		need := int(float64(int64(*events)-total)/4.3) + 1
+		st, err := workload.Run(ctx, l, workload.Config{Reviews: need, Prefix: fmt.Sprintf("r%d-", i), Writers: *writers, Seed: *seed + uint64(i)})
+		if err != nil {
+			return fmt.Errorf("generate ledger: %w", err)
+		}
+		total += st.Events
+	}
+	fmt.Printf("ledger: %d events generated in %s (memstore)\n", total, time.Since(t0).Round(time.Millisecond))
+	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+
+	// The plain sequential read of the same events.
+	t0 = time.Now()
+	n, err := readAll(ctx, store, *batch)
+	if err != nil {
+		return err
+	}
+	read := time.Since(t0)
+	fmt.Printf("plain read: %d events in %s: %.0f events/s\n", n, read.Round(time.Millisecond), float64(n)/read.Seconds())
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var sum time.Duration
+	for _, name := range projections.Names() {
+		r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Projections: []string{name}, BatchSize: *batch, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := r.CatchUp(ctx); err != nil {
+			return err
+		}
+		d := time.Since(t0)
+		sum += d
+		fmt.Printf("catch-up %-15s %d events in %s: %.0f events/s\n", name, n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	}
+	fmt.Printf("catch-up all, one after another: %s: %.0f events/s per projection\n", sum.Round(time.Millisecond), float64(n)*3/sum.Seconds())
+
+	// All three at once, as a serving process runs them: from zero again.
+	if _, err := pool.Exec(ctx, `TRUNCATE projection_checkpoint, review_summary, manual_queue_candidate, manual_queue,
+		slo_open, slo_minute, slo_latency, slo_attempt`); err != nil {
+		return err
+	}
+	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, BatchSize: *batch, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	if err := r.CatchUpConcurrently(ctx); err != nil {
+		return err
+	}
+	d := time.Since(t0)
+	fmt.Printf("catch-up all three concurrently: %d events in %s: %.0f events/s (every projection current)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	return nil
+}
+
+func readAll(ctx context.Context, store eventstore.Store, batch int) (int64, error) {
+	var (
+		pos eventstore.Position
+		n   int64
+	)
+	for {
+		evs, err := store.ReadAll(ctx, pos, batch)
+		if err != nil {
+			return n, err
+		}
+		if len(evs) == 0 {
+			return n, nil
+		}
+		n += int64(len(evs))
+		pos = evs[len(evs)-1].Position
+	}
+}
+
+// schema creates and migrates a schema of its own and returns a pool using
+// it, and a function dropping it.
+func schema(ctx context.Context, url string) (*pgxpool.Pool, func(), error) {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "catchupbench_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-database: %w", err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+name); err != nil {
+		admin.Close(ctx)
+		return nil, nil, err
+	}
+	drop := func() {
+		_, _ = admin.Exec(context.Background(), `DROP SCHEMA `+name+` CASCADE`)
+		admin.Close(context.Background())
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("-database: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = name
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		pool.Close()
+		drop()
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
