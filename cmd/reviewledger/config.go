@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// Config is the operator configuration of DESIGN 5.1. Every setting is an
+// environment variable with a mirroring flag; values are kept as given and
+// checked by Validate, whose errors name the environment variable.
+type Config struct {
+	DatabaseURL    string `name:"database-url" env:"DATABASE_URL" default:"postgres://postgres@localhost:5432/reviewledger?sslmode=disable" help:"PostgreSQL connection string."`
+	Addr           string `name:"addr" env:"REVIEWLEDGER_ADDR" default:":8080" help:"Address the HTTP server listens on."`
+	PolicyFile     string `name:"policy" env:"REVIEWLEDGER_POLICY" help:"Policy file (YAML); the built-in default policy when unset."`
+	Provider       string `name:"provider" env:"REVIEWLEDGER_PROVIDER" default:"sim" help:"Moderation provider: sim (built-in simulator) or http."`
+	ProviderURL    string `name:"provider-url" env:"REVIEWLEDGER_PROVIDER_URL" help:"The provider's URL, for --provider=http."`
+	TokenList      string `name:"tokens" env:"REVIEWLEDGER_TOKENS" help:"Bearer tokens: comma-separated role:name:token (roles submitter, moderator, auditor, admin; tokens of 16 characters or more)."`
+	CallbackSecret string `name:"callback-secret" env:"REVIEWLEDGER_CALLBACK_SECRET" help:"Standard Webhooks secret (whsec_ + base64) signing provider callbacks."`
+	MaxBody        string `name:"max-body-bytes" env:"REVIEWLEDGER_MAX_BODY_BYTES" default:"4MiB" help:"Largest request body accepted: bytes, or with a KiB/MiB suffix."`
+	Sweep          string `name:"sweep-interval" env:"REVIEWLEDGER_SWEEP_INTERVAL" default:"5s" help:"How often the deadline sweeper runs."`
+
+	// Filled by Validate.
+	Tokens        []api.Token   `kong:"-"`
+	Policy        domain.Policy `kong:"-"`
+	MaxBodyBytes  int64         `kong:"-"`
+	SweepInterval time.Duration `kong:"-"`
+}
+
+// Validate checks every setting and fills the parsed fields (Tokens, Policy,
+// MaxBodyBytes, SweepInterval). The error names the first setting at fault.
+func (c *Config) Validate() error {
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("REVIEWLEDGER_ADDR: %q is not host:port: %w", c.Addr, err)
+	}
+	switch c.Provider {
+	case "sim":
+	case "http":
+		u, err := url.Parse(c.ProviderURL)
+		if c.ProviderURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("REVIEWLEDGER_PROVIDER_URL: REVIEWLEDGER_PROVIDER=http needs an http(s) URL, got %q", c.ProviderURL)
+		}
+	default:
+		return fmt.Errorf("REVIEWLEDGER_PROVIDER: must be sim or http, got %q", c.Provider)
+	}
+	if err := c.validateSecret(); err != nil {
+		return err
+	}
+	tokens, err := parseTokens(c.TokenList)
+	if err != nil {
+		return err
+	}
+	n, err := parseBytes(c.MaxBody)
+	if err != nil {
+		return fmt.Errorf("REVIEWLEDGER_MAX_BODY_BYTES: %w", err)
+	}
+	sweep, err := time.ParseDuration(c.Sweep)
+	if err != nil || sweep <= 0 {
+		return fmt.Errorf("REVIEWLEDGER_SWEEP_INTERVAL: must be a positive duration such as 5s, got %q", c.Sweep)
+	}
+	policy := domain.DefaultPolicy()
+	if c.PolicyFile != "" {
+		if policy, err = loadPolicy(c.PolicyFile); err != nil {
+			return fmt.Errorf("REVIEWLEDGER_POLICY: %w", err)
+		}
+	}
+	c.Tokens, c.MaxBodyBytes, c.SweepInterval, c.Policy = tokens, n, sweep, policy
+	return nil
+}
+
+// validateSecret checks REVIEWLEDGER_CALLBACK_SECRET: whsec_ and base64 of
+// at least 16 bytes. It is required with the http provider, whose findings
+// may come by callback.
+func (c *Config) validateSecret() error {
+	const setting = "REVIEWLEDGER_CALLBACK_SECRET"
+	if c.CallbackSecret == "" {
+		if c.Provider == "http" {
+			return fmt.Errorf("%s: required with REVIEWLEDGER_PROVIDER=http", setting)
+		}
+		return nil
+	}
+	b64, ok := strings.CutPrefix(c.CallbackSecret, "whsec_")
+	if !ok {
+		return fmt.Errorf("%s: must start with whsec_", setting)
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return fmt.Errorf("%s: the part after whsec_ is not base64", setting)
+	}
+	if len(key) < 16 {
+		return fmt.Errorf("%s: key is %d bytes, want at least 16", setting, len(key))
+	}
+	return nil
+}
+
+// parseTokens parses REVIEWLEDGER_TOKENS with the API's rules and refuses a
+// name used twice.
+func parseTokens(list string) ([]api.Token, error) {
+	tokens, err := api.ParseTokens(list)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(tokens))
+	for _, t := range tokens {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("REVIEWLEDGER_TOKENS: name %q is used twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return tokens, nil
+}
+
+// parseBytes parses a positive size: digits, optionally followed by KiB,
+// MiB or GiB.
+func parseBytes(s string) (int64, error) {
+	num, unit := s, int64(1)
+	for suffix, mult := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			num, unit = n, mult
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/unit {
+		return 0, fmt.Errorf("must be a positive size in bytes, optionally with a KiB, MiB or GiB suffix, got %q", s)
+	}
+	return n * unit, nil
+}

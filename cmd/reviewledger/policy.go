@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// loadPolicy reads a policy file (DESIGN 5.3). Unknown keys, malformed
+// values and policies domain.ClassPolicy.Validate refuses are errors naming
+// the file, the class and the key.
+func loadPolicy(path string) (domain.Policy, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return domain.Policy{}, err
+	}
+	p, err := parsePolicy(raw)
+	if err != nil {
+		return domain.Policy{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+func parsePolicy(raw []byte) (domain.Policy, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return domain.Policy{}, err
+	}
+	if len(doc.Content) == 0 {
+		return domain.Policy{}, errors.New("empty policy file")
+	}
+	p := domain.Policy{Classes: map[string]domain.ClassPolicy{}}
+	err := eachKey(doc.Content[0], "", func(key string, v *yaml.Node) error {
+		if key != "classes" {
+			return fmt.Errorf("line %d: unknown key %q", v.Line, key)
+		}
+		return eachKey(v, "classes", func(class string, v *yaml.Node) error {
+			c, err := parseClass(v)
+			if err != nil {
+				return fmt.Errorf("class %q: %w", class, err)
+			}
+			p.Classes[class] = c
+			return nil
+		})
+	})
+	if err != nil {
+		return domain.Policy{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return domain.Policy{}, err
+	}
+	return p, nil
+}
+
+func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
+	var c domain.ClassPolicy
+	err := eachKey(n, "class", func(key string, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "budget":
+			c.Budget, err = duration(v)
+		case "attempt_timeout":
+			c.AttemptTimeout, err = duration(v)
+		case "max_attempts":
+			c.MaxAttempts, err = integer(v)
+		case "on_exhaustion":
+			c.OnExhaustion = domain.Exhaustion(v.Value)
+			if v.Kind != yaml.ScalarNode {
+				err = fmt.Errorf("line %d: want manual_review or rejected", v.Line)
+			}
+		case "human_gate":
+			c.HumanGate, err = boolean(v)
+		case "priority":
+			c.Priority, err = integer(v)
+		case "approvals":
+			c.Approvals, err = integer(v)
+		case "backoff":
+			return eachKey(v, "backoff", func(key string, v *yaml.Node) error {
+				var err error
+				switch key {
+				case "initial":
+					c.Backoff.Initial, err = duration(v)
+				case "max":
+					c.Backoff.Max, err = duration(v)
+				case "jitter":
+					c.Backoff.Jitter, err = duration(v)
+				default:
+					return fmt.Errorf("backoff.%s: line %d: unknown key", key, v.Line)
+				}
+				if err != nil {
+					return fmt.Errorf("backoff.%s: %w", key, err)
+				}
+				return nil
+			})
+		default:
+			return fmt.Errorf("%s: line %d: unknown key", key, v.Line)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	})
+	return c, err
+}
+
+// eachKey calls fn for every key of the mapping n, in order, refusing
+// anything that is not a mapping and keys given twice.
+func eachKey(n *yaml.Node, what string, fn func(key string, v *yaml.Node) error) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s must be a mapping", n.Line, orDocument(what))
+	}
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i].Value
+		if seen[key] {
+			return fmt.Errorf("%s: line %d: key given twice", key, n.Content[i].Line)
+		}
+		seen[key] = true
+		if err := fn(key, n.Content[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDocument(what string) string {
+	if what == "" {
+		return "the document"
+	}
+	return what
+}
+
+func duration(v *yaml.Node) (time.Duration, error) {
+	d, err := time.ParseDuration(v.Value)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		return 0, fmt.Errorf("line %d: want a duration such as 250ms or 30s, got %q", v.Line, v.Value)
+	}
+	return d, nil
+}
+
+func integer(v *yaml.Node) (int, error) {
+	n, err := strconv.Atoi(v.Value)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		return 0, fmt.Errorf("line %d: want an integer, got %q", v.Line, v.Value)
+	}
+	return n, nil
+}
+
+func boolean(v *yaml.Node) (bool, error) {
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Value == "true":
+		return true, nil
+	case v.Kind == yaml.ScalarNode && v.Value == "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("line %d: want true or false, got %q", v.Line, v.Value)
+}
