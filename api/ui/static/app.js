@@ -165,6 +165,13 @@
     show(box, true);
   }
 
+  // problemKind is the last segment of a problem type URI, such as
+  // "version-moved" in urn:reviewledger:problem:version-moved.
+  function problemKind(problem) {
+    const m = /[^:/]+$/.exec(String((problem && problem.type) || ''));
+    return m ? m[0] : '';
+  }
+
   function forbiddenLead(what) { return 'Your role cannot do this' + (what ? ': ' + what : '') + '.'; }
 
   // ---- API --------------------------------------------------------------
@@ -350,9 +357,18 @@
     try {
       const r = await api('GET', '/v1/manual-queue?' + queueQuery());
       if (seq !== state.queue.seq) return;
+      const forbidden = !r.ok && r.status === 403;
+      show($('queue-filter'), !forbidden);
+      show($('queue-table-wrap'), !forbidden);
+      if (forbidden) {
+        show($('queue-empty'), false);
+        setText('queue-count', '');
+        const go = el('p', null, 'Open a review by its ID above, or see the ', el('a', { href: '#/slo', text: 'SLO dashboard' }), '.');
+        renderProblem($('queue-error'), r.problem, forbiddenLead('reading the manual queue needs the moderator role'), go);
+        return;
+      }
       if (!r.ok) {
-        const lead = r.status === 403 ? forbiddenLead('reading the manual queue needs the moderator role') : 'The manual queue could not be loaded.';
-        renderProblem($('queue-error'), r.problem, lead);
+        renderProblem($('queue-error'), r.problem, 'The manual queue could not be loaded.');
         updateQueueFreshness();
         return;
       }
@@ -387,11 +403,14 @@
     return { by: String(item.claimed_by), until: item.claim_expires_at || '', mine: !!state.me && item.claimed_by === state.me };
   }
 
-  function claimText(item) {
+  // claimText describes an item's claim; the long form adds how long the
+  // lease has left.
+  function claimText(item, long) {
     const c = claimOf(item);
     if (!c) return item && item.claimed_by ? 'Unclaimed (lease of ' + item.claimed_by + ' expired)' : 'Unclaimed';
     const who = c.mine ? 'you' : c.by;
-    return 'Claimed by ' + who + (c.until ? ' until ' + clock(c.until) + ' (' + relative(c.until) + ')' : '');
+    if (!c.until) return 'Claimed by ' + who;
+    return 'Claimed by ' + who + ' until ' + clock(c.until) + (long ? ' (' + relative(c.until) + ')' : '');
   }
 
   function queueRow(item) {
@@ -429,7 +448,8 @@
     age.classList.toggle('warn', ageSeconds >= QUEUE_AGE_WARN_S && ageSeconds < QUEUE_AGE_CRIT_S);
     const c = claimOf(item);
     const cell = tr.querySelector('.claim-cell');
-    cell.textContent = claimText(item);
+    cell.textContent = claimText(item, false);
+    cell.title = c && c.until ? 'Lease ends ' + relative(c.until) : '';
     cell.classList.toggle('claimed', !!c && !c.mine);
     cell.classList.toggle('mine', !!c && c.mine);
     const btn = tr.querySelector('button.claim');
@@ -636,7 +656,7 @@
     if (!v) return;
     const item = queueItem(v.review_id);
     const open = v.state === 'manual_review';
-    setText('rv-claim', !open ? '—' : item ? claimText(item) : 'not in the loaded queue');
+    setText('rv-claim', !open ? '—' : item ? claimText(item, true) : 'not in the loaded queue');
     const c = claimOf(item);
     const btn = $('review-claim-btn');
     btn.textContent = c && c.mine ? 'Renew claim' : 'Claim this review';
@@ -659,14 +679,19 @@
       const r = await api('POST', reviewPath(id) + '/decision', body);
       if (seq !== state.reviewSeq) return;
       if (!r.ok) {
-        if (r.status === 409) {
+        if (r.status === 409 && problemKind(r.problem) === 'already-approved') {
+          renderProblem(errBox, r.problem, 'You have already voted on this review; another moderator has to approve it.');
+        } else if (r.status === 409) {
           const reload = el('button', { type: 'button', id: 'decision-reload', class: 'secondary', text: 'Reload the review' });
           reload.addEventListener('click', guard(async () => {
             show(errBox, false);
             await loadReview(id, state.reviewSeq, false);
-            $('decision-note').focus();
+            if (!$('decision-form').hidden) $('decision-note').focus();
           }));
-          renderProblem(errBox, r.problem, 'The review changed since you opened it — reload. Nothing was recorded.', reload);
+          const lead = problemKind(r.problem) === 'not-in-manual-review'
+            ? 'This review is no longer in manual review — reload to see its outcome. Nothing was recorded.'
+            : 'The review changed since you opened it — reload. Nothing was recorded.';
+          renderProblem(errBox, r.problem, lead, reload);
           reload.focus();
         } else if (r.status === 403) {
           renderProblem(errBox, r.problem, forbiddenLead('deciding needs the moderator role'));
@@ -683,11 +708,14 @@
       }
       if (seq !== state.reviewSeq) return;
       if (view) renderReview(view);
+      $('decision-note').value = '';
       if (view && view.state === 'manual_review') {
+        // A moderator votes once; the form returns when the review is
+        // opened again.
+        show($('decision-form'), false);
         notice(result, 'Your vote to ' + (decision === 'accepted' ? 'accept' : 'reject') +
           ' is recorded. This class needs another moderator’s approval, so the review stays in manual review (now version ' + view.version + ').', 'warn');
       } else {
-        $('decision-note').value = '';
         notice(result, 'Decision recorded: ' + words(view ? view.state : decision) + '. The review has left the manual queue.', 'ok');
       }
       bg(loadTimeline(id, seq));
@@ -699,13 +727,20 @@
 
   // ---- timeline (auditors) ----------------------------------------------
 
-  const SUMMARY_KEYS = ['attempt', 'state', 'classification', 'reason', 'moderator', 'approvers', 'elapsed_ms',
-    'attempt_timeout_ms', 'remaining_budget_ms', 'source', 'detail', 'note', 'reasons', 'content_class', 'deadline'];
+  // The event fields shown in a timeline entry's one-line summary, with
+  // their labels; the full data is one click away.
+  const SUMMARY_KEYS = [
+    ['attempt', 'attempt'], ['state', 'state'], ['classification', 'classification'], ['reason', 'reason'],
+    ['moderator', 'moderator'], ['approvers', 'approvers'], ['elapsed_ms', 'elapsed'],
+    ['attempt_timeout_ms', 'attempt timeout'], ['remaining_budget_ms', 'budget left'], ['retry_after_ms', 'retry after'],
+    ['source', 'via'], ['detail', 'detail'], ['note', 'note'], ['reasons', 'reasons'],
+    ['content_class', 'class'], ['deadline', 'deadline'], ['submitted_by', 'submitted by'],
+  ];
 
   function summarise(data) {
     if (!data || typeof data !== 'object') return '';
     const parts = [];
-    for (const k of SUMMARY_KEYS) {
+    for (const [k, label] of SUMMARY_KEYS) {
       const v = data[k];
       if (v === undefined || v === null || v === '' || (Array.isArray(v) && !v.length)) continue;
       let s;
@@ -714,7 +749,7 @@
       else if (Array.isArray(v)) s = v.map(String).join(', ');
       else if (typeof v === 'object') continue;
       else s = String(v);
-      parts.push(words(k) + ': ' + s);
+      parts.push(label + ': ' + s);
     }
     return parts.join(' · ');
   }
@@ -832,7 +867,9 @@
     setText('slo-escalated', count(d.escalated));
     setText('slo-escalated-sub', total > 0 && typeof d.escalated === 'number' ? percent(d.escalated / total, 1) + ' of reviews went to a human' : 'sent to the manual queue or failed closed');
     setText('slo-conflicts', count(d.conflicting_completions));
-    level($('tile-conflicts'), d.conflicting_completions > 0 ? 'warn' : 'ok');
+    setText('slo-conflicts-sub', total > 0 && typeof d.conflicting_completions === 'number'
+      ? percent(d.conflicting_completions / total, 2) + ' of reviews · late or duplicate findings refused'
+      : 'late or duplicate findings refused');
 
     const lat = d.latency_ms || {};
     const max = Math.max(1, ...['p50', 'p90', 'p99'].map((k) => (typeof lat[k] === 'number' ? lat[k] : 0)));
@@ -857,7 +894,6 @@
     level($('tile-oldest'), lvl);
     setText('tile-oldest-flag', lvl === 'crit' ? 'Critical: older than ' + duration(QUEUE_AGE_CRIT_S)
       : lvl === 'warn' ? 'Warning: older than ' + duration(QUEUE_AGE_WARN_S) : '');
-    level($('tile-depth'), lvl);
 
     const alerts = [];
     const rl = ratioLevel(d);

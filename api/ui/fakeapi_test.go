@@ -1,0 +1,389 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// fakeAPI is an in-memory stand-in for the DESIGN 5.2 routes the page uses,
+// answering with their exact JSON shapes and problem+json errors. It lets
+// the browser tests run before, and independently of, the real server.
+type fakeAPI struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	tokens   map[string]fakePrincipal
+	reviews  map[string]*fakeReview
+	queue    []string // review IDs in queue order
+	slo      map[string]sloJSON
+	requests []fakeRequest
+	reqSeq   int
+}
+
+type fakePrincipal struct{ role, name string }
+
+type fakeRequest struct {
+	Method, Path string
+	Query        url.Values
+	Auth         string
+	Body         string
+}
+
+type fakeReview struct {
+	view      reviewJSON
+	item      queueItemJSON
+	approvals int // moderators who must agree
+	votes     []string
+	events    []eventJSON
+}
+
+// The wire shapes of DESIGN 5.2.
+type reviewJSON struct {
+	ReviewID     string     `json:"review_id"`
+	State        string     `json:"state"`
+	ContentClass string     `json:"content_class"`
+	Attempts     int        `json:"attempts"`
+	Version      uint64     `json:"version"`
+	SubmittedAt  time.Time  `json:"submitted_at"`
+	Deadline     time.Time  `json:"deadline"`
+	DecidedAt    *time.Time `json:"decided_at"`
+	Reasons      []string   `json:"reasons"`
+}
+
+type queueItemJSON struct {
+	ReviewID       string     `json:"review_id"`
+	ContentClass   string     `json:"content_class"`
+	Reason         string     `json:"reason"`
+	Attempts       int        `json:"attempts"`
+	EscalatedAt    time.Time  `json:"escalated_at"`
+	AgeSeconds     int64      `json:"age_seconds"`
+	ClaimedBy      *string    `json:"claimed_by"`
+	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
+}
+
+type eventJSON struct {
+	Version    uint64         `json:"version"`
+	Type       string         `json:"type"`
+	RecordedAt time.Time      `json:"recorded_at"`
+	Data       map[string]any `json:"data"`
+}
+
+type sloJSON struct {
+	Total                  int64   `json:"total"`
+	CompletedWithinBudget  int64   `json:"completed_within_budget"`
+	WithinBudgetRatio      float64 `json:"within_budget_ratio"`
+	Escalated              int64   `json:"escalated"`
+	ConflictingCompletions int64   `json:"conflicting_completions"`
+	LatencyMS              struct {
+		P50 float64 `json:"p50"`
+		P90 float64 `json:"p90"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms"`
+	ManualQueue struct {
+		Depth            int64 `json:"depth"`
+		OldestAgeSeconds int64 `json:"oldest_age_seconds"`
+	} `json:"manual_queue"`
+}
+
+type problemJSON struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Field     string `json:"field,omitempty"`
+	RequestID string `json:"request_id"`
+}
+
+const claimLease = 10 * time.Minute
+
+func newFakeAPI(now func() time.Time) *fakeAPI {
+	return &fakeAPI{
+		now:     now,
+		tokens:  map[string]fakePrincipal{},
+		reviews: map[string]*fakeReview{},
+		slo:     map[string]sloJSON{},
+	}
+}
+
+func (f *fakeAPI) addToken(token, role, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[token] = fakePrincipal{role: role, name: name}
+}
+
+func (f *fakeAPI) revoke(token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tokens, token)
+}
+
+func (f *fakeAPI) setSLO(window string, s sloJSON) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slo[window] = s
+}
+
+// escalate adds a review in manual_review to the queue, escalated age ago
+// after the given number of attempts.
+func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now().UTC()
+	escalatedAt := now.Add(-age)
+	submitted := escalatedAt.Add(-20 * time.Second)
+	r := &fakeReview{approvals: approvals}
+	r.record(submitted, "Submitted", map[string]any{"review_id": id, "content_class": class, "payload_digest": "sha256:0f1e", "deadline": submitted.Add(30 * time.Second)})
+	for i := 1; i <= attempts; i++ {
+		at := submitted.Add(time.Duration(i) * 5 * time.Second)
+		r.record(at, "AttemptStarted", map[string]any{"review_id": id, "attempt": i, "attempt_timeout_ms": 10000, "remaining_budget_ms": 30000 - i*5000})
+		r.record(at.Add(4*time.Second), "AttemptTimedOut", map[string]any{"review_id": id, "attempt": i, "classification": "deadline_exceeded", "elapsed_ms": 4000})
+	}
+	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts})
+	r.view = reviewJSON{
+		ReviewID: id, State: "manual_review", ContentClass: class, Attempts: attempts,
+		Version: uint64(len(r.events) - 1), SubmittedAt: submitted, Deadline: submitted.Add(30 * time.Second),
+		Reasons: reasons,
+	}
+	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt}
+	f.reviews[id] = r
+	f.queue = append(f.queue, id)
+}
+
+func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.reviews[id]
+	r.item.ClaimedBy, r.item.ClaimExpiresAt = &moderator, &until
+}
+
+// vote records another moderator's approval on id, moving its version: a
+// page that read the review before now holds a stale version.
+func (f *fakeAPI) vote(id, moderator string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.reviews[id]
+	r.votes = append(r.votes, moderator)
+	r.record(f.now().UTC(), "ManualApprovalRecorded", map[string]any{"review_id": id, "state": "accepted", "moderator": moderator})
+	r.view.Version++
+}
+
+func (f *fakeAPI) review(id string) reviewJSON {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reviews[id].view
+}
+
+func (f *fakeAPI) lastEvent(id string) eventJSON {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev := f.reviews[id].events
+	return ev[len(ev)-1]
+}
+
+// requestsTo returns the requests received for a method and path.
+func (f *fakeAPI) requestsTo(method, path string) []fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fakeRequest
+	for _, r := range f.requests {
+		if r.Method == method && r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (r *fakeReview) record(at time.Time, typ string, data map[string]any) {
+	r.events = append(r.events, eventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
+}
+
+// handler serves the fake routes beside ui.Handler, as the real server does.
+func (f *fakeAPI) handler() http.Handler {
+	mux := http.NewServeMux()
+	ui := Handler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /ui/", ui)
+	mux.HandleFunc("GET /v1/manual-queue", f.route([]string{"moderator"}, f.manualQueue))
+	mux.HandleFunc("POST /v1/manual-queue/{id}/claim", f.route([]string{"moderator"}, f.claim))
+	mux.HandleFunc("GET /v1/reviews/{id}", f.route([]string{"submitter", "moderator", "auditor"}, f.getReview))
+	mux.HandleFunc("GET /v1/reviews/{id}/events", f.route([]string{"auditor"}, f.events))
+	mux.HandleFunc("POST /v1/reviews/{id}/decision", f.route([]string{"moderator"}, f.decide))
+	mux.HandleFunc("GET /v1/slo", f.route([]string{"auditor", "moderator"}, f.sloSummary))
+	return mux
+}
+
+type fakeHandler func(w http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any)
+
+// route logs the request, checks the bearer token and role, and writes the
+// handler's answer as JSON (a problemJSON as problem+json).
+func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil {
+			body, _ = io.ReadAll(r.Body)
+		}
+		f.mu.Lock()
+		f.reqSeq++
+		reqID := fmt.Sprintf("req-%04d", f.reqSeq)
+		f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), Body: string(body)})
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		who, known := f.tokens[token]
+		f.mu.Unlock()
+		w.Header().Set("X-Request-Id", reqID)
+
+		var status int
+		var out any
+		switch {
+		case !known:
+			status, out = problem(http.StatusUnauthorized, "unauthorized", "Missing or invalid bearer token", "", "")
+		case who.role != "admin" && !slices.Contains(roles, who.role):
+			status, out = problem(http.StatusForbidden, "forbidden", "Role not allowed", "the "+who.role+" role cannot call "+r.Method+" "+r.URL.Path, "")
+		default:
+			status, out = h(w, r, who, body)
+		}
+		if p, ok := out.(problemJSON); ok {
+			p.RequestID = reqID
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(p)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+func problem(status int, kind, title, detail, field string) (int, any) {
+	return status, problemJSON{Type: "urn:reviewledger:problem:" + kind, Title: title, Status: status, Detail: detail, Field: field}
+}
+
+func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	class := r.URL.Query().Get("content_class")
+	limit := 100
+	if q := r.URL.Query().Get("limit"); q != "" {
+		if _, err := fmt.Sscan(q, &limit); err != nil || limit < 1 || limit > 1000 {
+			return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "limit must be an integer from 1 to 1000", "limit")
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now().UTC()
+	items := []queueItemJSON{}
+	for _, id := range f.queue {
+		it := f.reviews[id].item
+		if class != "" && it.ContentClass != class {
+			continue
+		}
+		it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
+		if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
+			it.ClaimedBy, it.ClaimExpiresAt = nil, nil
+		}
+		items = append(items, it)
+		if len(items) == limit {
+			break
+		}
+	}
+	return http.StatusOK, map[string]any{"items": items}
+}
+
+func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.reviews[id]
+	if !ok || !slices.Contains(f.queue, id) {
+		return problem(http.StatusNotFound, "not-found", "Review not in the manual queue", "", "")
+	}
+	now := f.now().UTC()
+	it := &rv.item
+	if it.ClaimedBy != nil && *it.ClaimedBy != who.name && it.ClaimExpiresAt.After(now) {
+		return problem(http.StatusConflict, "claimed", "Review is claimed by another moderator",
+			fmt.Sprintf("claimed by %s until %s", *it.ClaimedBy, it.ClaimExpiresAt.Format(time.RFC3339)), "")
+	}
+	name, until := who.name, now.Add(claimLease)
+	it.ClaimedBy, it.ClaimExpiresAt = &name, &until
+	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until}
+}
+
+func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.reviews[r.PathValue("id")]
+	if !ok {
+		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+	}
+	return http.StatusOK, rv.view
+}
+
+func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.reviews[r.PathValue("id")]
+	if !ok {
+		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+	}
+	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "events": rv.events}
+}
+
+func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+	var in struct {
+		State           string  `json:"state"`
+		Note            string  `json:"note"`
+		ExpectedVersion *uint64 `json:"expected_version"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+	}
+	switch {
+	case in.ExpectedVersion == nil:
+		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "expected_version is required", "expected_version")
+	case in.State != "accepted" && in.State != "rejected":
+		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", `state must be "accepted" or "rejected"`, "state")
+	}
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.reviews[id]
+	switch {
+	case !ok:
+		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+	case rv.view.State != "manual_review":
+		return problem(http.StatusConflict, "not-in-manual-review", "Review is not in manual_review", "", "")
+	case *in.ExpectedVersion != rv.view.Version:
+		return problem(http.StatusConflict, "version-moved", "Review version moved",
+			fmt.Sprintf("expected version %d, the review is at %d", *in.ExpectedVersion, rv.view.Version), "")
+	case slices.Contains(rv.votes, who.name):
+		return problem(http.StatusConflict, "already-approved", "Moderator already approved this review", "", "")
+	}
+	now := f.now().UTC()
+	if len(rv.votes)+1 < rv.approvals {
+		rv.votes = append(rv.votes, who.name)
+		rv.record(now, "ManualApprovalRecorded", map[string]any{"review_id": id, "state": in.State, "moderator": who.name, "note": in.Note})
+		rv.view.Version++
+		return http.StatusOK, rv.view
+	}
+	rv.record(now, "ManualDecisionRecorded", map[string]any{"review_id": id, "state": in.State, "moderator": who.name, "note": in.Note})
+	rv.view.Version++
+	rv.view.State = in.State
+	rv.view.DecidedAt = &now
+	f.queue = slices.DeleteFunc(f.queue, func(q string) bool { return q == id })
+	return http.StatusOK, rv.view
+}
+
+func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	window := r.URL.Query().Get("window")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.slo[window]
+	if !ok {
+		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "unknown window "+window, "window")
+	}
+	return http.StatusOK, s
+}
