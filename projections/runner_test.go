@@ -1,0 +1,395 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
+)
+
+// waitCaughtUp waits until every projection has applied want events.
+func waitCaughtUp(t *testing.T, pool *pgxpool.Pool, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n := count(t, pool, `SELECT count(*) FROM projection_checkpoint WHERE events = $1`, want)
+		if n == int64(len(all())) {
+			return
+		}
+		if time.Now().After(deadline) {
+			rows, _ := pool.Query(context.Background(), `SELECT name, events FROM projection_checkpoint`)
+			got, _ := pgx.CollectRows(rows, pgx.RowToMap)
+			t.Fatalf("projections did not reach %d events: %v", want, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// run starts r.Run and returns a function stopping it.
+func run(t *testing.T, r *Runner) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// checkCounts compares the read models with what the workload wrote.
+func checkCounts(t *testing.T, e *env, st workload.Stats) {
+	t.Helper()
+	if n := count(t, e.pool, `SELECT count(*) FROM review_summary`); n != st.Reviews {
+		t.Errorf("review_summary: %d rows, want %d", n, st.Reviews)
+	}
+	for state, want := range st.States {
+		if n := count(t, e.pool, `SELECT count(*) FROM review_summary WHERE state = $1`, string(state)); n != want {
+			t.Errorf("review_summary: %d %s, want %d", n, state, want)
+		}
+	}
+	if n := count(t, e.pool, `SELECT count(*) FROM manual_queue`); n != st.States[domain.StateManualReview] {
+		t.Errorf("manual_queue: %d rows, want %d", n, st.States[domain.StateManualReview])
+	}
+	if n := count(t, e.pool, `SELECT coalesce(sum(submitted), 0) FROM slo_minute`); n != st.Reviews {
+		t.Errorf("slo_minute: %d submitted, want %d", n, st.Reviews)
+	}
+	if n := count(t, e.pool, `SELECT coalesce(sum(n), 0) FROM slo_conflict`); n != st.Conflicts {
+		t.Errorf("slo_conflict: %d, want %d", n, st.Conflicts)
+	}
+	if n := count(t, e.pool, `SELECT count(*) FROM slo_open`); n != st.States[domain.StatePending]+st.States[domain.StateManualReview] {
+		t.Errorf("slo_open: %d rows, want one per pending or manual review", n)
+	}
+}
+
+func TestIncrementalEqualsRebuild(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memstore", "pgstore"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if backend == "pgstore" {
+				s := pgstore.New(e.pool, pgstore.Config{PollInterval: 50 * time.Millisecond})
+				t.Cleanup(s.Close)
+				e.store, e.ledger = s, ledger.New(s)
+			}
+			r := e.runner(t, nil)
+			stop := run(t, r)
+			// Writers append while the runner projects.
+			st := e.workload(t, workload.Config{Reviews: 400, Writers: 4, Seed: 7})
+			waitCaughtUp(t, e.pool, st.Events)
+			stop()
+			checkCounts(t, e, st)
+
+			incremental := dump(t, e.pool)
+			if _, err := r.Rebuild(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			diff(t, "full rebuild vs incremental", dump(t, e.pool), incremental)
+		})
+	}
+}
+
+func readBatch(t *testing.T, store eventstore.Store, after eventstore.Position, n int) batch {
+	t.Helper()
+	recorded, err := store.ReadAll(context.Background(), after, n)
+	if err != nil || len(recorded) == 0 {
+		t.Fatalf("read: %d events, %v", len(recorded), err)
+	}
+	events, skipped, err := decode(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recorded[len(recorded)-1]
+	return batch{after: after, last: last.Position, events: events, read: len(recorded), skipped: skipped, lastAt: last.RecordedAt}
+}
+
+func TestSameBatchTwiceChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.workload(t, workload.Config{Reviews: 60, Writers: 2, Seed: 3})
+	r := e.runner(t, nil)
+	for _, p := range all() {
+		if _, err := ensureCheckpoint(ctx, e.pool, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b1 := readBatch(t, e.store, eventstore.Start, 100)
+	for _, p := range all() {
+		if n, err := r.applyBatch(ctx, p, b1); err != nil || n != len(b1.events) {
+			t.Fatalf("%s: first apply: %d events, %v", p.name(), n, err)
+		}
+	}
+	once := dump(t, e.pool)
+	for _, p := range all() {
+		if n, err := r.applyBatch(ctx, p, b1); err != nil || n != 0 {
+			t.Fatalf("%s: second apply: %d events, %v; want 0, nil", p.name(), n, err)
+		}
+	}
+	diff(t, "same batch twice", dump(t, e.pool), once)
+
+	// A batch overlapping the checkpoint applies only what follows it.
+	b0 := readBatch(t, e.store, eventstore.Start, 50)
+	overlap := readBatch(t, e.store, b0.last, 100) // events 51..150; 51..100 are applied
+	for _, p := range all() {
+		if n, err := r.applyBatch(ctx, p, overlap); err != nil || n != overlap.read-50 {
+			t.Fatalf("%s: overlapping batch: %d events, %v; want %d", p.name(), n, err, overlap.read-50)
+		}
+	}
+	// A batch that starts beyond the checkpoint would leave a gap: refused.
+	ahead := readBatch(t, e.store, overlap.last, 10)
+	ahead.after, ahead.events = ahead.events[0].position, ahead.events[1:]
+	if _, err := r.applyBatch(ctx, summaryProjection{}, ahead); !errors.Is(err, errCheckpointMoved) {
+		t.Fatalf("batch after a gap: %v, want errCheckpointMoved", err)
+	}
+
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	incremental := dump(t, e.pool)
+	if _, err := r.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild", dump(t, e.pool), incremental)
+}
+
+func TestKilledMidBatchDoubleCountsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.runner(t, nil)
+	var calls, kills atomic.Int64
+	r.beforeCommit = func(ctx context.Context, tx pgx.Tx, name string, events int) error {
+		if calls.Add(1)%5 != 0 {
+			return nil
+		}
+		// The rows are written, the checkpoint not yet: the session dies,
+		// as when the process is killed.
+		kills.Add(1)
+		_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+		if err == nil {
+			return errors.New("backend survived")
+		}
+		return err
+	}
+	stop := run(t, r)
+	st := e.workload(t, workload.Config{Reviews: 300, Writers: 3, Seed: 11})
+	waitCaughtUp(t, e.pool, st.Events)
+	stop()
+	if kills.Load() == 0 {
+		t.Fatal("no batch was killed")
+	}
+	checkCounts(t, e, st)
+	incremental := dump(t, e.pool)
+	r.beforeCommit = nil
+	if _, err := r.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild vs runs killed mid-batch", dump(t, e.pool), incremental)
+}
+
+func gauge(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+func TestSecondRunnerTakesOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.runner(t, nil), e.runner(t, nil)
+	active := func(r *Runner) (n int) {
+		for _, p := range all() {
+			n += int(gauge(t, r.metrics.active.WithLabelValues(p.name())))
+		}
+		return n
+	}
+	stopA := run(t, a)
+	waitFor(t, "runner a active", func() bool { return active(a) == 3 })
+	run(t, b)
+	st := e.workload(t, workload.Config{Reviews: 100, Writers: 2, Seed: 5})
+	waitCaughtUp(t, e.pool, st.Events)
+	if active(b) != 0 {
+		t.Fatalf("runner b is active while a holds the locks")
+	}
+	stopA() // the first process goes away
+	waitFor(t, "runner b active", func() bool { return active(b) == 3 })
+	more := e.workload(t, workload.Config{Reviews: 100, Prefix: "more-", Writers: 2, Seed: 6})
+	waitCaughtUp(t, e.pool, st.Events+more.Events)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRebuildWhileRunningAndReading(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.runner(t, nil)
+	run(t, r)
+
+	// Readers query the live tables all along.
+	rctx, stopReaders := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		reads   atomic.Int64
+		readErr atomic.Value
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for rctx.Err() == nil {
+			now := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+			if _, err := e.db.ManualQueue(rctx, "", 50, now); err != nil && rctx.Err() == nil {
+				readErr.Store(err)
+			}
+			if _, err := e.db.SLO(rctx, 24*time.Hour, "", now); err != nil && rctx.Err() == nil {
+				readErr.Store(err)
+			}
+			reads.Add(1)
+		}
+	}()
+
+	var st workload.Stats
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st = e.workload(t, workload.Config{Reviews: 300, Writers: 3, Seed: 13})
+	}()
+	for range 2 {
+		if _, err := r.Rebuild(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	waitCaughtUp(t, e.pool, st.Events)
+	stopReaders()
+	wg.Wait()
+	if err, _ := readErr.Load().(error); err != nil {
+		t.Fatalf("reader failed during rebuilds: %v", err)
+	}
+	if reads.Load() == 0 {
+		t.Fatal("no reads")
+	}
+	checkCounts(t, e, st)
+	incremental := dump(t, e.pool)
+	if _, err := r.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild vs rebuilt while running", dump(t, e.pool), incremental)
+}
+
+func TestChangedVersionRebuilds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	st := e.workload(t, workload.Config{Reviews: 50, Seed: 17})
+	r := e.runner(t, nil)
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, e.pool)
+	// Rows of an older version of review_summary, wrong ones at that.
+	if _, err := e.pool.Exec(ctx, `UPDATE projection_checkpoint SET version = 0 WHERE name = 'review_summary';
+		UPDATE review_summary SET state = 'bogus'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "after the version rebuild", dump(t, e.pool), want)
+	if n := count(t, e.pool, `SELECT count(*) FROM projection_checkpoint WHERE name = 'review_summary' AND version = 1 AND rebuilt_at IS NOT NULL AND events = $1`, st.Events); n != 1 {
+		t.Fatal("review_summary was not rebuilt to version 1")
+	}
+
+	// A newer version than the code's is left alone.
+	if _, err := e.pool.Exec(ctx, `UPDATE projection_checkpoint SET version = 99 WHERE name = 'slo'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CatchUp(ctx); !errors.Is(err, errNewerVersion) {
+		t.Fatalf("catch up over a newer version: %v, want errNewerVersion", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	r := e.runner(t, func(c *Config) { c.Now = func() time.Time { return now.Add(time.Hour) } })
+	st := e.workload(t, workload.Config{Reviews: 20, Seed: 19})
+	got, err := r.Status(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if s.Exists || s.LagEvents != 10 || !s.LagCapped || s.LagSeconds < 3500 {
+			t.Errorf("before running: %+v", s)
+		}
+	}
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = r.Status(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if !s.Exists || s.LagEvents != 0 || s.LagCapped || s.LagSeconds != 0 || s.Events != st.Events || s.Version != s.CodeVersion {
+			t.Errorf("caught up: %+v", s)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for field, mod := range map[string]func(*Config){
+		"Pool":         func(c *Config) { c.Pool = nil },
+		"Store":        func(c *Config) { c.Store = nil },
+		"BatchSize":    func(c *Config) { c.BatchSize = -1 },
+		"PollInterval": func(c *Config) { c.PollInterval = -time.Second },
+		"Projections":  func(c *Config) { c.Projections = []string{"nope"} },
+	} {
+		t.Run(field, func(t *testing.T) {
+			cfg := Config{Pool: &pgxpool.Pool{}, Store: nil}
+			cfg.Store = eventstoreStub{}
+			mod(&cfg)
+			_, err := NewRunner(cfg)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+				t.Fatalf("got %v, want an error naming %s", err, field)
+			}
+		})
+	}
+}
+
+type eventstoreStub struct{ eventstore.Store }
