@@ -152,6 +152,7 @@
   // problem's title and detail, then the field, status and request ID.
   function renderProblem(box, problem, lead, extra) {
     clear(box);
+    box.classList.remove('info');
     if (lead) box.append(el('p', { class: 'lead', text: lead }));
     const title = problem.title || 'Request failed';
     if (!lead || title !== lead) box.append(el('p', { class: 'title', text: title }));
@@ -365,6 +366,7 @@
         setText('queue-count', '');
         const go = el('p', null, 'Open a review by its ID above, or see the ', el('a', { href: '#/slo', text: 'SLO dashboard' }), '.');
         renderProblem($('queue-error'), r.problem, forbiddenLead('reading the manual queue needs the moderator role'), go);
+        $('queue-error').classList.add('info');
         return;
       }
       if (!r.ok) {
