@@ -47,32 +47,22 @@ func position(p esdb.Position) eventstore.Position {
 // accepted from writers nor shown to ReadAll readers.
 func isSystem(eventType string) bool { return strings.HasPrefix(eventType, "$") }
 
-// proposed validates events and converts them for the client. Event IDs
-// must be UUIDs; types and stream names must not start with "$", which the
-// server reserves for itself.
+// proposed validates events and converts them for the client. On top of
+// the checks every backend makes (eventstore.ValidateAppend: event IDs are
+// lowercase UUIDs), stream names and event types must not start with "$",
+// which the server reserves for itself.
 func proposed(stream string, events []eventstore.EventData) ([]esdb.EventData, error) {
-	if stream == "" {
-		return nil, fmt.Errorf("append: empty stream name: %w", eventstore.ErrInvalidEvent)
+	if err := eventstore.ValidateAppend(stream, events); err != nil {
+		return nil, err
 	}
 	if strings.HasPrefix(stream, "$") {
 		return nil, fmt.Errorf("append to %s: stream names starting with $ are the server's: %w", stream, eventstore.ErrInvalidEvent)
 	}
-	if len(events) == 0 {
-		return nil, fmt.Errorf("append to %s: no events: %w", stream, eventstore.ErrInvalidEvent)
-	}
 	out := make([]esdb.EventData, len(events))
-	seen := make(map[uuid.UUID]bool, len(events))
 	for i, e := range events {
 		id, err := uuid.Parse(e.ID)
 		if err != nil {
 			return nil, fmt.Errorf("append to %s: event id %q is not a UUID: %w", stream, e.ID, eventstore.ErrInvalidEvent)
-		}
-		if seen[id] {
-			return nil, fmt.Errorf("append to %s: event %s twice in one append: %w", stream, e.ID, eventstore.ErrInvalidEvent)
-		}
-		seen[id] = true
-		if e.Type == "" {
-			return nil, fmt.Errorf("append to %s: event %s has no type: %w", stream, e.ID, eventstore.ErrInvalidEvent)
 		}
 		if isSystem(e.Type) {
 			return nil, fmt.Errorf("append to %s: event %s: type %q starts with $, reserved for the server: %w", stream, e.ID, e.Type, eventstore.ErrInvalidEvent)

@@ -1,0 +1,116 @@
+package esdbstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
+)
+
+// openFake opens a store on a fresh fake server.
+func openFake(t *testing.T, f *fakeServer) *Store {
+	t.Helper()
+	url := startFake(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open fake server: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestFakeServerConformance runs the conformance suite through the real
+// client against the in-process fake: it checks this package's use of the
+// client (options, replies, errors, paging, subscriptions), not the server.
+func TestFakeServerConformance(t *testing.T) {
+	eventstoretest.Run(t, func(t *testing.T) eventstore.Store {
+		return openFake(t, &fakeServer{})
+	})
+}
+
+func TestOpenAccessDenied(t *testing.T) {
+	url := startFake(t, &fakeServer{denyAll: true})
+	s, err := Open(context.Background(), url)
+	if !errors.Is(err, ErrAccessDenied) {
+		t.Fatalf("Open without $all rights: %v, want ErrAccessDenied", err)
+	}
+	if s != nil {
+		t.Fatal("Open returned a store with its error")
+	}
+}
+
+func TestReadAllSkipsSystemRecordsAcrossBatches(t *testing.T) {
+	f := &fakeServer{}
+	s := openFake(t, f)
+	s.cfg.ReadBatch = 2 // smaller than the runs of system records below
+	ctx := context.Background()
+	var want []string
+	for i := range 5 {
+		e := eventstore.EventData{ID: eventstoretest.NewID(), Type: "Happened", Data: []byte(`{}`)}
+		if _, err := s.Append(ctx, "s", eventstore.Any, e); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e.ID)
+		f.mu.Lock()
+		for range i {
+			f.system("$stats-x", "$statsCollected")
+		}
+		f.mu.Unlock()
+	}
+	for _, limit := range []int{1, 2, 3, 100} {
+		var got []string
+		pos := eventstore.Start
+		for {
+			batch, err := s.ReadAll(ctx, pos, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			if len(batch) > limit {
+				t.Fatalf("limit %d: %d events", limit, len(batch))
+			}
+			for _, r := range batch {
+				if isSystem(r.Type) {
+					t.Fatalf("limit %d: system record %s returned", limit, r.Type)
+				}
+				got = append(got, r.ID)
+			}
+			pos = batch[len(batch)-1].Position
+		}
+		if len(got) != len(want) {
+			t.Fatalf("limit %d: read %v, want %v", limit, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("limit %d: read %v, want %v", limit, got, want)
+			}
+		}
+	}
+}
+
+func TestWrongExpectedVersionDetails(t *testing.T) {
+	s := openFake(t, &fakeServer{})
+	ctx := context.Background()
+	e := func() eventstore.EventData {
+		return eventstore.EventData{ID: eventstoretest.NewID(), Type: "Happened", Data: []byte(`{}`)}
+	}
+	if _, err := s.Append(ctx, "review-r1", eventstore.NoStream, e(), e(), e()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Append(ctx, "review-r1", eventstore.Exact(1), e())
+	var wev *eventstore.WrongExpectedVersionError
+	if !errors.As(err, &wev) || !wev.Exists || wev.Actual != 2 || wev.Stream != "review-r1" || wev.Expected != eventstore.Exact(1) {
+		t.Fatalf("stale append: %v (%+v), want actual revision 2", err, wev)
+	}
+	_, err = s.Append(ctx, "review-r2", eventstore.StreamExists, e())
+	if !errors.As(err, &wev) || wev.Exists {
+		t.Fatalf("append to a missing stream at StreamExists: %v, want no stream", err)
+	}
+}
