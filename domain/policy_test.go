@@ -33,7 +33,7 @@ func TestClassPolicyValidate(t *testing.T) {
 		{"negative attempt_timeout", func(p *domain.ClassPolicy) { p.AttemptTimeout = -time.Second }, "attempt_timeout"},
 		{"sub-millisecond attempt_timeout", func(p *domain.ClassPolicy) { p.AttemptTimeout = 500 * time.Microsecond }, "attempt_timeout"},
 		{"sub-millisecond budget", func(p *domain.ClassPolicy) { p.Budget, p.AttemptTimeout = time.Microsecond, time.Microsecond }, "budget"},
-		{"attempt_timeout above budget", func(p *domain.ClassPolicy) { p.AttemptTimeout = p.Budget + time.Millisecond }, "attempt_timeout"},
+		{"attempt_timeout above budget", func(p *domain.ClassPolicy) { p.AttemptTimeout = p.Budget + time.Nanosecond }, "attempt_timeout"},
 		{"zero backoff initial", func(p *domain.ClassPolicy) { p.Backoff.Initial = 0 }, "backoff.initial"},
 		{"negative backoff initial", func(p *domain.ClassPolicy) { p.Backoff.Initial = -time.Millisecond }, "backoff.initial"},
 		{"zero backoff max", func(p *domain.ClassPolicy) { p.Backoff.Max = 0 }, "backoff.max"},
