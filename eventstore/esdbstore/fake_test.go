@@ -114,3 +114,22 @@ func TestWrongExpectedVersionDetails(t *testing.T) {
 		t.Fatalf("append to a missing stream at StreamExists: %v, want no stream", err)
 	}
 }
+
+// TestWaitForEventsAfterItsPosition: a subscription that delivered the event
+// at its start position (the server's rule is to start after it) must not
+// make WaitForEvents return, or its callers would spin.
+func TestWaitForEventsAfterItsPosition(t *testing.T) {
+	s := openFake(t, &fakeServer{inclusive: true})
+	res, err := s.Append(context.Background(), "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "Happened"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitForEvents(context.Background(), eventstore.Start); err != nil {
+		t.Fatalf("WaitForEvents(Start) with an event stored: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.WaitForEvents(ctx, res.Position); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForEvents after the last event: %v, want it to wait until ctx ends", err)
+	}
+}

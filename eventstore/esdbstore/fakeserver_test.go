@@ -36,6 +36,8 @@ type fakeServer struct {
 	// denyAll refuses $all reads as a server does for a user outside
 	// $admins and $ops.
 	denyAll bool
+	// inclusive starts subscriptions at their position instead of after it.
+	inclusive bool
 
 	mu      sync.Mutex
 	log     []fakeRecord
@@ -306,7 +308,7 @@ func (f *fakeServer) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadSer
 		changed := f.changed
 		f.mu.Unlock()
 		for _, r := range batch {
-			if r.pos <= after && opts.GetAll().GetStart() == nil {
+			if r.pos < after || r.pos == after && !f.inclusive {
 				continue
 			}
 			if !keep(r) {

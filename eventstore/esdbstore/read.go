@@ -173,6 +173,11 @@ func (s *Store) WaitForEvents(ctx context.Context, after eventstore.Position) er
 		ev := sub.Recv()
 		switch {
 		case ev.EventAppeared != nil:
+			// The server starts after the position; an event at it
+			// would only make callers spin, so it does not count.
+			if e := ev.EventAppeared.OriginalEvent(); e != nil && after != eventstore.Start && !after.Less(position(e.Position)) {
+				continue
+			}
 			return nil
 		case ev.SubscriptionDropped != nil:
 			if ctx.Err() != nil {
