@@ -25,7 +25,8 @@ import (
 const (
 	moderatorToken = "moderator-token-alice-0001"
 	auditorToken   = "auditor-token-audrey-0001"
-	stepTimeout    = 15 * time.Second
+	stepTimeout    = 30 * time.Second // a bound for a loaded CI machine, not a measurement
+	waitTimeout    = 20 * time.Second
 )
 
 func chromiumPath(t *testing.T) string {
@@ -143,11 +144,11 @@ func evaluate[T any](p *browserPage, expr string) T {
 // true; on timeout it fails with what and the element's text.
 func (p *browserPage) waitFor(what, fn string, args ...any) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, waitTimeout+time.Second)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.PollFunction[bool](fn,
 		chromedp.WithPollingInterval(50*time.Millisecond),
-		chromedp.WithPollingTimeout(10*time.Second),
+		chromedp.WithPollingTimeout(waitTimeout),
 		chromedp.WithPollingArgs(args...)))
 	if err != nil {
 		body := evaluate[string](p, `document.body.innerText`)
@@ -400,6 +401,19 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 		p.waitText(row("rev-restricted-0003"), "restricted_publish")
 		p.screenshot("review")
+	})
+
+	t.Run("the page fits a phone screen", func(t *testing.T) {
+		p.do("narrow the viewport", chromedp.EmulateViewport(390, 844))
+		defer p.do("restore the viewport", chromedp.ResetViewport())
+		p.waitText(row("rev-restricted-0003"), "restricted_publish")
+		if w := evaluate[int](p, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+			wide := evaluate[string](p, `Array.from(document.querySelectorAll('body *'))
+				.filter((e) => e.getBoundingClientRect().right > window.innerWidth && !e.closest('[hidden]') && !e.closest('.table-wrap'))
+				.slice(0, 5).map((e) => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`)
+			t.Errorf("the page is %d px wider than a 390 px screen: %s", w, wide)
+		}
+		p.screenshot("phone")
 	})
 
 	t.Run("the SLO dashboard shows the numbers and alerts", func(t *testing.T) {

@@ -421,12 +421,12 @@
     const claimBtn = el('button', { type: 'button', class: 'secondary small claim', 'aria-label': 'Claim review ' + id, text: 'Claim' });
     claimBtn.addEventListener('click', guard(() => claim(id, claimBtn)));
     const tr = el('tr', { dataset: { reviewId: id } },
-      el('td', { class: 'id' }, link),
-      el('td', { class: 'cls' }),
-      el('td', { class: 'reason' }),
-      el('td', { class: 'num attempts' }),
-      el('td', { class: 'num age' }),
-      el('td', { class: 'claim-cell' }),
+      el('td', { class: 'id', 'data-label': 'Review' }, link),
+      el('td', { class: 'cls', 'data-label': 'Class' }),
+      el('td', { class: 'reason', 'data-label': 'Reason' }),
+      el('td', { class: 'num attempts', 'data-label': 'Attempts' }),
+      el('td', { class: 'num age', 'data-label': 'Age' }),
+      el('td', { class: 'claim-cell', 'data-label': 'Claim' }),
       el('td', { class: 'actions' }, claimBtn));
     return tr;
   }
