@@ -144,7 +144,7 @@ func (f *fakeReadModels) SLO(_ context.Context, window time.Duration, class stri
 }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	ledger *ledger.Ledger
 	runner *fakeRunner
@@ -170,7 +170,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newHarness(t *testing.T, configure ...func(*Config, *Deps)) *harness {
+func newHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
 	t.Helper()
 	h := &harness{t: t, logs: &syncBuffer{}, now: t0}
 	h.ledger = ledger.New(memstore.New())
@@ -249,7 +249,7 @@ func submitJSON(id, class, content string) string {
 	return string(b)
 }
 
-func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+func decode[T any](t testing.TB, rec *httptest.ResponseRecorder) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
@@ -260,7 +260,7 @@ func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
 
 // wantProblem checks a problem+json answer: status, type kind, field and
 // request ID.
-func wantProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, kind, field string) Problem {
+func wantProblem(t testing.TB, rec *httptest.ResponseRecorder, status int, kind, field string) Problem {
 	t.Helper()
 	if rec.Code != status {
 		t.Fatalf("status %d, want %d: %s", rec.Code, status, rec.Body)
@@ -282,7 +282,7 @@ func wantProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, kind,
 }
 
 // keys returns the JSON object's keys.
-func keys(t *testing.T, raw []byte) map[string]json.RawMessage {
+func keys(t testing.TB, raw []byte) map[string]json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -291,7 +291,7 @@ func keys(t *testing.T, raw []byte) map[string]json.RawMessage {
 	return m
 }
 
-func wantKeys(t *testing.T, m map[string]json.RawMessage, want ...string) {
+func wantKeys(t testing.TB, m map[string]json.RawMessage, want ...string) {
 	t.Helper()
 	if len(m) != len(want) {
 		t.Errorf("keys %v, want exactly %v", m, want)

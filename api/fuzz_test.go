@@ -1,0 +1,95 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"testing"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// FuzzDecodeSubmit: the submit decoder never panics, accepts only valid
+// submissions, and names the field of everything it refuses.
+func FuzzDecodeSubmit(f *testing.F) {
+	for _, s := range []string{
+		`{"review_id":"r1","content_class":"caption_suggestion","content_type":"text/plain","content":"hello"}`,
+		`{"review_id":"r1","content_class":"c","content":{"a":[1,2]}}`,
+		`{"review_id":"","content_class":"c","content":"x"}`,
+		`{"review_id":"a/b","content_class":"c","content":"x"}`,
+		`{"review_id":7}`,
+		`{"review_id":"r1","content_class":"c","content":null}`,
+		`{"review_id":"r1","content_class":"c","content_type":"a/b; c=\"d\"","content":"\u00e9"}`,
+		`[]`, `{`, ``, `null`, `{"review_id":"r1"} trailing`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeSubmit(body)
+		if err != nil {
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Fatalf("error %v names no field", err)
+			}
+			if !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, domain.ErrInvalidReviewID) {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		if domain.ValidateReviewID(req.ReviewID) != nil || req.ContentClass == "" || req.ContentType == "" || req.Content == nil {
+			t.Fatalf("accepted an invalid submission %+v from %q", req, body)
+		}
+	})
+}
+
+// FuzzDecodeDecision: the decision decoder never panics and never accepts
+// a decision without expected_version or a valid state.
+func FuzzDecodeDecision(f *testing.F) {
+	for _, s := range []string{
+		`{"state":"accepted","note":"ok","expected_version":3}`,
+		`{"state":"rejected","expected_version":0}`,
+		`{"state":"accepted"}`, `{"expected_version":-1}`, `{"expected_version":1e30}`, `{"state":1}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, err := decodeDecision(body)
+		if err != nil {
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Fatalf("error %v names no field", err)
+			}
+			return
+		}
+		if d.ExpectedVersion == nil || !domain.Decision(d.State).Valid() {
+			t.Fatalf("accepted %+v from %q", d, body)
+		}
+	})
+}
+
+var reviewIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// FuzzReviewIDPath: a review ID in the path is answered 400 exactly when
+// it is not 1-128 characters of [A-Za-z0-9._:-], and otherwise looked up
+// (404 here, as nothing exists).
+func FuzzReviewIDPath(f *testing.F) {
+	for _, s := range []string{"r1", "a.b_c:d-e", "a/b", "a b", "", "é", "..", "%2F", string(make([]byte, 129))} {
+		f.Add(s)
+	}
+	h := newHarness(f)
+	f.Fuzz(func(t *testing.T, id string) {
+		h.t = t
+		if id == "" || id == "." || id == ".." {
+			t.Skip("not a single path segment")
+		}
+		rec := h.do("GET", "/v1/reviews/"+url.PathEscape(id), auditorToken, "")
+		want := http.StatusNotFound
+		if !reviewIDPattern.MatchString(id) {
+			want = http.StatusBadRequest
+		}
+		if rec.Code != want {
+			t.Fatalf("id %q: %d, want %d: %s", id, rec.Code, want, rec.Body)
+		}
+	})
+}
