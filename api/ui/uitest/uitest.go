@@ -1,0 +1,265 @@
+// Package uitest drives reviewledger's browser UI in headless Chromium for
+// tests, through github.com/chromedp/chromedp. It knows the page's element
+// IDs, so a test against any server that serves the UI (the fake of package
+// ui's own tests, or the real API) reads as steps a user takes.
+//
+// Tests are skipped when no Chromium is installed and the environment
+// variable CI is unset; with CI set, a missing browser fails the test.
+// CHROMIUM names the executable when it is not on PATH as chromium.
+// UI_SCREENSHOTS=<dir> makes Screenshot write full-page PNGs there.
+package uitest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// Bounds for a loaded CI machine; tests never assert on how long a step took.
+const (
+	StepTimeout = 30 * time.Second
+	WaitTimeout = 20 * time.Second
+)
+
+// Chromium returns the path of the Chromium executable, or skips the test
+// when there is none and CI is unset.
+func Chromium(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "" {
+		tb.Skip("chromium is not installed (apt-get install -y chromium); with CI set this test fails instead")
+	}
+	tb.Fatal("chromium not found and CI is set: install it (apt-get install -y chromium) or set CHROMIUM to its path")
+	return ""
+}
+
+// Page is one browser tab. Its methods fail the test they are bound to;
+// bind a subtest with T.
+type Page struct {
+	tb      testing.TB
+	browser *browser
+}
+
+type browser struct {
+	ctx  context.Context
+	base string
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+// Start launches a fresh headless Chromium (its own user-data directory)
+// for the UI served at base, such as an httptest.Server's URL. The browser
+// stops when the test ends.
+func Start(tb testing.TB, base string) *Page {
+	tb.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(Chromium(tb)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.WindowSize(1440, 1000),
+		chromedp.Env("TZ=UTC"),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	b := &browser{ctx: ctx, base: strings.TrimSuffix(base, "/")}
+	if err := chromedp.Do(ctx); err != nil {
+		cancelTab()
+		cancelAlloc()
+		tb.Fatalf("start chromium: %v", err)
+	}
+	done := make(chan struct{})
+	messages := chromedp.Console(ctx)
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, m)
+			b.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+		<-done
+	})
+	return &Page{tb: tb, browser: b}
+}
+
+// T returns the page bound to tb, for use inside a subtest.
+func (p *Page) T(tb testing.TB) *Page { return &Page{tb: tb, browser: p.browser} }
+
+// Context is the chromedp context of the tab, for actions this package
+// does not wrap.
+func (p *Page) Context() context.Context { return p.browser.ctx }
+
+// ConsoleProblems returns the console errors and warnings, uncaught
+// exceptions and CSP violations the page has reported so far. It leaves
+// out the browser's notes on HTTP error statuses, which tests provoke.
+func (p *Page) ConsoleProblems() []string {
+	b := p.browser
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, m := range b.console {
+		if m.Source == "network" {
+			continue
+		}
+		if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
+			out = append(out, m.String())
+		}
+	}
+	return out
+}
+
+// Do runs actions, failing the test with what on error.
+func (p *Page) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.tb.Helper()
+	ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.tb.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Evaluate evaluates a JavaScript expression in the page.
+func Evaluate[T any](p *Page, expr string) T {
+	p.tb.Helper()
+	ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		p.tb.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// Open loads the page at path (such as "/" or "/#/slo").
+func (p *Page) Open(path string) {
+	p.tb.Helper()
+	p.Do("open "+path, chromedp.Navigate(p.browser.base+path), chromedp.WaitReady(chromedp.CSS("body")))
+}
+
+// WaitFor waits until the JavaScript function, called with args, returns
+// true. On timeout it fails the test with what and the page's text.
+func (p *Page) WaitFor(what, fn string, args ...any) {
+	p.tb.Helper()
+	ctx, cancel := context.WithTimeout(p.browser.ctx, WaitTimeout+time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.PollFunction[bool](fn,
+		chromedp.WithPollingInterval(50*time.Millisecond),
+		chromedp.WithPollingTimeout(WaitTimeout),
+		chromedp.WithPollingArgs(args...)))
+	if err != nil {
+		p.tb.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, Evaluate[string](p, `document.body.innerText`))
+	}
+}
+
+// WaitText waits until the first element matching the CSS selector is shown
+// (no hidden ancestor) and its text contains want.
+func (p *Page) WaitText(sel, want string) {
+	p.tb.Helper()
+	p.WaitFor(sel+" to show "+want, `(sel, want) => {
+		const e = document.querySelector(sel);
+		return !!e && !e.closest('[hidden]') && e.textContent.includes(want);
+	}`, sel, want)
+}
+
+// WaitHidden waits until the element exists and is hidden.
+func (p *Page) WaitHidden(sel string) {
+	p.tb.Helper()
+	p.WaitFor(sel+" to be hidden", `(sel) => { const e = document.querySelector(sel); return !!e && !!e.closest('[hidden]'); }`, sel)
+}
+
+// WaitGone waits until no element matches the selector.
+func (p *Page) WaitGone(sel string) {
+	p.tb.Helper()
+	p.WaitFor(sel+" to be gone", `(sel) => !document.querySelector(sel)`, sel)
+}
+
+// Text returns the text content of the first element matching sel.
+func (p *Page) Text(sel string) string {
+	p.tb.Helper()
+	return Evaluate[string](p, `document.querySelector(`+jsString(sel)+`).textContent`)
+}
+
+// HasClass reports whether the first element matching sel has class.
+func (p *Page) HasClass(sel, class string) bool {
+	p.tb.Helper()
+	return Evaluate[bool](p, `document.querySelector(`+jsString(sel)+`).classList.contains(`+jsString(class)+`)`)
+}
+
+// Click clicks the first visible element matching sel.
+func (p *Page) Click(sel string) {
+	p.tb.Helper()
+	p.Do("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+}
+
+// Type types s into the element matching sel, as keystrokes; end s with
+// kb.Enter to submit.
+func (p *Page) Type(sel, s string) {
+	p.tb.Helper()
+	p.Do("type into "+sel, chromedp.SendKeys(chromedp.CSS(sel), s, chromedp.NodeVisible))
+}
+
+// SignIn submits token on the sign-in form, from the keyboard. It does not
+// wait: the caller waits for what it expects next.
+func (p *Page) SignIn(token string) {
+	p.tb.Helper()
+	p.Type("#token", token+kb.Enter)
+}
+
+// Screenshot writes a full-page PNG named name.png to $UI_SCREENSHOTS, when
+// that is set.
+func (p *Page) Screenshot(name string) {
+	p.tb.Helper()
+	dir := os.Getenv("UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.tb.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		p.tb.Fatal(err)
+	}
+}
+
+// Row is the CSS selector of the manual-queue row of a review.
+func Row(reviewID string) string { return `#queue-body tr[data-review-id=` + jsString(reviewID) + `]` }
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
