@@ -84,7 +84,7 @@ func TestRoleTable(t *testing.T) {
 		}
 	}
 	// The bearer scheme is case-insensitive (RFC 9110).
-	if rec := h.do("GET", "/v1/slo", "", "", "Authorization", "bearer "+auditorToken); rec.Code != http.StatusOK {
+	if rec := h.do("GET", "/v1/reviews/nope", "", "", "Authorization", "bearer "+auditorToken); rec.Code != http.StatusNotFound {
 		t.Fatalf("lower-case scheme: %d %s", rec.Code, rec.Body)
 	}
 }

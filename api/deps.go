@@ -2,13 +2,13 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // Ledger reads and appends review streams (*ledger.Ledger).
@@ -39,59 +39,27 @@ type Reviews interface {
 	InFlight() int
 }
 
-// QueueItem is one review waiting in the manual queue.
-type QueueItem struct {
-	ReviewID       string
-	ContentClass   string
-	Reason         string
-	Attempts       int
-	Priority       int
-	EscalatedAt    time.Time
-	ClaimedBy      string    // "" when unclaimed
-	ClaimExpiresAt time.Time // zero when unclaimed
-}
-
-// Claim is a moderator's lease on a manual-queue item.
-type Claim struct {
-	ReviewID  string
-	ClaimedBy string
-	ExpiresAt time.Time
-}
-
-// SLOSummary is the outcome SLO over a window.
-type SLOSummary struct {
-	Total                  int64
-	CompletedWithinBudget  int64
-	Escalated              int64
-	ConflictingCompletions int64
-	LatencyP50MS           float64
-	LatencyP90MS           float64
-	LatencyP99MS           float64
-	QueueDepth             int64
-	OldestAge              time.Duration
-}
-
-// ReadModels are the projections the API serves.
+// ReadModels are the projections the API serves (*projections.DB). Their
+// JSON is the body of the route, as DESIGN 5.2 specifies it, extended.
 type ReadModels interface {
-	// ManualQueue lists manual-queue items, highest priority then oldest
-	// first; class "" means every class.
-	ManualQueue(ctx context.Context, class string, limit int) ([]QueueItem, error)
-	// Claim leases an item to a moderator until now+lease. Errors: a live
-	// claim by another moderator (409), domain.ErrReviewNotFound when the
-	// review is not in the queue.
-	Claim(ctx context.Context, reviewID, moderator string, lease time.Duration, now time.Time) (Claim, error)
+	// ManualQueue lists up to limit manual-queue items, highest priority
+	// then oldest first; class "" means every class. Claims show only while
+	// live at now. Errors: projections.ErrInvalidQuery naming the field.
+	ManualQueue(ctx context.Context, class string, limit int, now time.Time) (projections.Queue, error)
+	// Claim leases an item to a moderator until now+lease. Errors:
+	// projections.ErrClaimedByOther (another moderator's live claim),
+	// projections.ErrNotInQueue.
+	Claim(ctx context.Context, reviewID, moderator string, lease time.Duration, now time.Time) (projections.Claim, error)
 	// SLO summarises the window ending at now; class "" means every class.
-	SLO(ctx context.Context, window time.Duration, class string, now time.Time) (SLOSummary, error)
+	SLO(ctx context.Context, window time.Duration, class string, now time.Time) (projections.SLOSummary, error)
 }
+
+var _ ReadModels = (*projections.DB)(nil)
 
 // Check is one readiness check for /readyz.
 type Check struct {
 	Name  string
 	Check func(ctx context.Context) error
 }
-
-// ErrClaimedByOther is the claim conflict until the projections' own
-// sentinel is wired in through Deps.Errors.
-var ErrClaimedByOther = errors.New("claimed by another moderator")
 
 var _ Reviews = (*runner.Service)(nil)

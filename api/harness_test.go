@@ -17,11 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // Tokens of the test server, one per role.
@@ -97,58 +101,14 @@ func (f *fakeRunner) HandleCallback(ctx context.Context, id string, h http.Heade
 
 func (f *fakeRunner) InFlight() int { return int(f.inFlight.Load()) }
 
-// fakeReadModels serves canned projections.
-type fakeReadModels struct {
-	mu       sync.Mutex
-	queue    []QueueItem
-	gotClass string
-	gotLimit int
-	claims   map[string]Claim
-	slo      SLOSummary
-	gotSLO   struct {
-		window time.Duration
-		class  string
-	}
-}
-
-func (f *fakeReadModels) ManualQueue(_ context.Context, class string, limit int) ([]QueueItem, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gotClass, f.gotLimit = class, limit
-	return f.queue, nil
-}
-
-func (f *fakeReadModels) Claim(_ context.Context, id, moderator string, lease time.Duration, now time.Time) (Claim, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.claims[id]; ok && c.ClaimedBy != moderator && c.ExpiresAt.After(now) {
-		return Claim{}, ErrClaimedByOther
-	}
-	found := false
-	for _, it := range f.queue {
-		found = found || it.ReviewID == id
-	}
-	if !found {
-		return Claim{}, domain.ErrReviewNotFound
-	}
-	c := Claim{ReviewID: id, ClaimedBy: moderator, ExpiresAt: now.Add(lease)}
-	f.claims[id] = c
-	return c, nil
-}
-
-func (f *fakeReadModels) SLO(_ context.Context, window time.Duration, class string, _ time.Time) (SLOSummary, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gotSLO.window, f.gotSLO.class = window, class
-	return f.slo, nil
-}
-
 type harness struct {
 	t      testing.TB
 	srv    *Server
 	ledger *ledger.Ledger
 	runner *fakeRunner
-	rm     *fakeReadModels
+	pool   *pgxpool.Pool
+	store  eventstore.Store
+	db     *projections.DB
 	logs   *syncBuffer
 	now    time.Time
 }
@@ -173,16 +133,16 @@ func (s *syncBuffer) String() string {
 func newHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
 	t.Helper()
 	h := &harness{t: t, logs: &syncBuffer{}, now: t0}
-	h.ledger = ledger.New(memstore.New())
+	h.store = memstore.New()
+	h.ledger = ledger.New(h.store)
 	clock := func() time.Time { return h.now }
 	h.runner = &fakeRunner{ledger: h.ledger, policy: domain.DefaultPolicy(), now: clock}
-	h.rm = &fakeReadModels{claims: map[string]Claim{}}
 	cfg := Config{
 		Tokens: testTokens,
 		Logger: slog.New(slog.NewJSONHandler(h.logs, nil)),
 		Now:    clock,
 	}
-	deps := Deps{Ledger: h.ledger, Reviews: h.runner, ReadModels: h.rm}
+	deps := Deps{Ledger: h.ledger, Reviews: h.runner}
 	for _, f := range configure {
 		f(&cfg, &deps)
 	}
@@ -192,6 +152,31 @@ func newHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
 	}
 	h.srv = srv
 	return h
+}
+
+// newDBHarness is a harness whose read models are in a PostgreSQL
+// database of its own. The ledger stays in memory: its global order is
+// readable at once, where PostgreSQL's waits for the oldest transaction
+// running anywhere on the server.
+func newDBHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	db := projections.NewDB(pool)
+	h := newHarness(t, append([]func(*Config, *Deps){func(_ *Config, d *Deps) { d.ReadModels = db }}, configure...)...)
+	h.pool, h.db = pool, db
+	return h
+}
+
+// catchUp brings the read models up to date with the ledger.
+func (h *harness) catchUp() {
+	h.t.Helper()
+	r, err := projections.NewRunner(projections.Config{Pool: h.pool, Store: h.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return h.now }})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := r.CatchUp(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // do sends a request to the real Echo handler.

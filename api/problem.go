@@ -14,6 +14,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // ProblemTypeBase prefixes every problem type URI; the kind follows it.
@@ -72,13 +73,14 @@ var problemTable = []problemKind{
 	{provider.ErrInvalidSignature, http.StatusUnauthorized, "invalid-signature", "Invalid or stale webhook signature"},
 	{runner.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
+	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
 	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
 	{domain.ErrReviewNotFound, http.StatusNotFound, "review-not-found", "Review not found"},
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
 	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},
-	{ErrClaimedByOther, http.StatusConflict, "claimed-by-other", "Claimed by another moderator"},
+	{projections.ErrClaimedByOther, http.StatusConflict, "claimed-by-other", "Claimed by another moderator"},
 	{domain.ErrVersionMismatch, http.StatusConflict, "version-moved", "Review version moved"},
 	{eventstore.ErrWrongExpectedVersion, http.StatusConflict, "version-moved", "Review version moved"},
 	{domain.ErrAttemptNotInFlight, http.StatusConflict, "conflicting-completion", "Attempt is no longer in flight"},

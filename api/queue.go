@@ -1,12 +1,15 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // Manual-queue limits (DESIGN 5.2).
@@ -14,21 +17,6 @@ const (
 	DefaultQueueLimit = 100
 	MaxQueueLimit     = 1000
 )
-
-type queueItemView struct {
-	ReviewID       string     `json:"review_id"`
-	ContentClass   string     `json:"content_class"`
-	Reason         string     `json:"reason"`
-	Attempts       int        `json:"attempts"`
-	EscalatedAt    time.Time  `json:"escalated_at"`
-	AgeSeconds     int64      `json:"age_seconds"`
-	ClaimedBy      *string    `json:"claimed_by"`
-	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
-}
-
-type queueView struct {
-	Items []queueItemView `json:"items"`
-}
 
 // classParam reads the optional content_class query parameter.
 func classParam(c echo.Context) (string, error) {
@@ -39,8 +27,7 @@ func classParam(c echo.Context) (string, error) {
 	return class, nil
 }
 
-// manualQueue is GET /v1/manual-queue. A claim whose lease has expired is
-// shown as unclaimed.
+// manualQueue is GET /v1/manual-queue, from the manual_queue projection.
 func (s *Server) manualQueue(c echo.Context) error {
 	class, err := classParam(c)
 	if err != nil {
@@ -57,34 +44,14 @@ func (s *Server) manualQueue(c echo.Context) error {
 	if s.deps.ReadModels == nil {
 		return fmt.Errorf("manual queue: no read models configured: %w", ErrNotReady)
 	}
-	items, err := s.deps.ReadModels.ManualQueue(c.Request().Context(), class, limit)
+	q, err := s.deps.ReadModels.ManualQueue(c.Request().Context(), class, limit, s.cfg.Now())
 	if err != nil {
 		return err
 	}
-	now := s.cfg.Now()
-	v := queueView{Items: make([]queueItemView, 0, len(items))}
-	for _, it := range items {
-		iv := queueItemView{
-			ReviewID:     it.ReviewID,
-			ContentClass: it.ContentClass,
-			Reason:       it.Reason,
-			Attempts:     it.Attempts,
-			EscalatedAt:  it.EscalatedAt.UTC(),
-			AgeSeconds:   max(0, int64(now.Sub(it.EscalatedAt)/time.Second)),
-		}
-		if it.ClaimedBy != "" && it.ClaimExpiresAt.After(now) {
-			by, until := it.ClaimedBy, it.ClaimExpiresAt.UTC()
-			iv.ClaimedBy, iv.ClaimExpiresAt = &by, &until
-		}
-		v.Items = append(v.Items, iv)
+	if q.Items == nil {
+		q.Items = []projections.QueueItem{}
 	}
-	return c.JSON(http.StatusOK, v)
-}
-
-type claimView struct {
-	ReviewID       string    `json:"review_id"`
-	ClaimedBy      string    `json:"claimed_by"`
-	ClaimExpiresAt time.Time `json:"claim_expires_at"`
+	return c.JSON(http.StatusOK, q)
 }
 
 // claim is POST /v1/manual-queue/{id}/claim: a lease of Config.ClaimLease
@@ -98,9 +65,18 @@ func (s *Server) claim(c echo.Context) error {
 	if s.deps.ReadModels == nil {
 		return fmt.Errorf("claim: no read models configured: %w", ErrNotReady)
 	}
-	cl, err := s.deps.ReadModels.Claim(c.Request().Context(), id, principal(c).Name, s.cfg.ClaimLease, s.cfg.Now())
+	ctx := c.Request().Context()
+	cl, err := s.deps.ReadModels.Claim(ctx, id, principal(c).Name, s.cfg.ClaimLease, s.cfg.Now())
+	if errors.Is(err, projections.ErrNotInQueue) {
+		// Unknown (404) or not waiting for a moderator (409): the ledger
+		// tells which.
+		if _, lerr := s.deps.Ledger.Load(ctx, id); lerr != nil {
+			return lerr
+		}
+		return fmt.Errorf("%w: %w", err, domain.ErrNotInManualReview)
+	}
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, claimView{ReviewID: cl.ReviewID, ClaimedBy: cl.ClaimedBy, ClaimExpiresAt: cl.ExpiresAt.UTC()})
+	return c.JSON(http.StatusOK, cl)
 }

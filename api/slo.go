@@ -12,28 +12,7 @@ import (
 const DefaultSLOWindow = time.Hour
 
 // maxSLOWindow is the longest window accepted.
-const maxSLOWindow = 90 * 24 * time.Hour
-
-type latencyView struct {
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-}
-
-type queueSummaryView struct {
-	Depth            int64 `json:"depth"`
-	OldestAgeSeconds int64 `json:"oldest_age_seconds"`
-}
-
-type sloView struct {
-	Total                  int64            `json:"total"`
-	CompletedWithinBudget  int64            `json:"completed_within_budget"`
-	WithinBudgetRatio      float64          `json:"within_budget_ratio"`
-	Escalated              int64            `json:"escalated"`
-	ConflictingCompletions int64            `json:"conflicting_completions"`
-	LatencyMS              latencyView      `json:"latency_ms"`
-	ManualQueue            queueSummaryView `json:"manual_queue"`
-}
+const maxSLOWindow = 366 * 24 * time.Hour
 
 // parseWindow accepts Go durations ("90s", "1h30m") and whole days ("7d").
 func parseWindow(q string) (time.Duration, error) {
@@ -49,12 +28,12 @@ func parseWindow(q string) (time.Duration, error) {
 		d, err = time.ParseDuration(q)
 	}
 	if err != nil || d <= 0 || d > maxSLOWindow {
-		return 0, fieldError("window", fmt.Sprintf("must be a positive duration up to 90d such as 1h or 7d, got %q", q))
+		return 0, fieldError("window", fmt.Sprintf("must be a positive duration up to 366d such as 1h or 7d, got %q", q))
 	}
 	return d, nil
 }
 
-// slo is GET /v1/slo.
+// slo is GET /v1/slo, from the SLO read models.
 func (s *Server) slo(c echo.Context) error {
 	window, err := parseWindow(c.QueryParam("window"))
 	if err != nil {
@@ -71,16 +50,5 @@ func (s *Server) slo(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := sloView{
-		Total:                  sum.Total,
-		CompletedWithinBudget:  sum.CompletedWithinBudget,
-		Escalated:              sum.Escalated,
-		ConflictingCompletions: sum.ConflictingCompletions,
-		LatencyMS:              latencyView{P50: sum.LatencyP50MS, P90: sum.LatencyP90MS, P99: sum.LatencyP99MS},
-		ManualQueue:            queueSummaryView{Depth: sum.QueueDepth, OldestAgeSeconds: int64(sum.OldestAge / time.Second)},
-	}
-	if sum.Total > 0 {
-		v.WithinBudgetRatio = float64(sum.CompletedWithinBudget) / float64(sum.Total)
-	}
-	return c.JSON(http.StatusOK, v)
+	return c.JSON(http.StatusOK, sum)
 }
