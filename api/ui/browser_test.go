@@ -164,6 +164,19 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 	})
 
+	run("every control has a label or an accessible name", func(t *testing.T) {
+		p := page.T(t)
+		unlabelled := uitest.Evaluate[[]string](p, `[
+			...Array.from(document.querySelectorAll('input, select, textarea'))
+				.filter((e) => e.labels.length === 0 && !e.getAttribute('aria-label')),
+			...Array.from(document.querySelectorAll('button, a'))
+				.filter((e) => !e.textContent.trim() && !e.getAttribute('aria-label')),
+		].map((e) => e.outerHTML)`)
+		if len(unlabelled) > 0 {
+			t.Errorf("controls without a name:\n%s", strings.Join(unlabelled, "\n"))
+		}
+	})
+
 	const note = "Caption checked against the source; fine."
 	run("a decision on a stale version asks to reload", func(t *testing.T) {
 		p := page.T(t)
