@@ -69,7 +69,7 @@ func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int)
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY xid, seq LIMIT $3`,
+	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY event.xid, event.seq LIMIT $3`,
 		uintText(pos.Commit), clamp(pos.Prepare), limit)
 	events, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
