@@ -241,7 +241,7 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 		var out any
 		switch {
 		case !known:
-			status, out = problem(http.StatusUnauthorized, "unauthorized", "Missing or invalid bearer token", "", "")
+			status, out = problem(http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token", "", "")
 		case who.role != "admin" && !slices.Contains(roles, who.role):
 			status, out = problem(http.StatusForbidden, "forbidden", "Role not allowed", "the "+who.role+" role cannot call "+r.Method+" "+r.URL.Path, "")
 		default:
@@ -269,7 +269,7 @@ func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 	limit := 100
 	if q := r.URL.Query().Get("limit"); q != "" {
 		if _, err := fmt.Sscan(q, &limit); err != nil || limit < 1 || limit > 1000 {
-			return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "limit must be an integer from 1 to 1000", "limit")
+			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "limit must be an integer from 1 to 1000", "limit")
 		}
 	}
 	f.mu.Lock()
@@ -298,13 +298,17 @@ func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipa
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[id]
-	if !ok || !slices.Contains(f.queue, id) {
-		return problem(http.StatusNotFound, "not-found", "Review not in the manual queue", "", "")
+	switch {
+	case !ok:
+		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
+	case !slices.Contains(f.queue, id):
+		return problem(http.StatusConflict, "not-in-manual-review", "Review is not in manual_review",
+			"review is not in the manual queue", "")
 	}
 	now := f.now().UTC()
 	it := &rv.item
 	if it.ClaimedBy != nil && *it.ClaimedBy != who.name && it.ClaimExpiresAt.After(now) {
-		return problem(http.StatusConflict, "claimed", "Review is claimed by another moderator",
+		return problem(http.StatusConflict, "claimed-by-other", "Claimed by another moderator",
 			fmt.Sprintf("claimed by %s until %s", *it.ClaimedBy, it.ClaimExpiresAt.Format(time.RFC3339)), "")
 	}
 	name, until := who.name, now.Add(claimLease)
@@ -317,7 +321,7 @@ func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
 	if !ok {
-		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	}
 	return http.StatusOK, rv.view
 }
@@ -327,7 +331,7 @@ func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
 	if !ok {
-		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	}
 	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "events": rv.events}
 }
@@ -343,9 +347,9 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	}
 	switch {
 	case in.ExpectedVersion == nil:
-		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "expected_version is required", "expected_version")
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "expected_version is required", "expected_version")
 	case in.State != "accepted" && in.State != "rejected":
-		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", `state must be "accepted" or "rejected"`, "state")
+		return problem(http.StatusBadRequest, "invalid-decision", "Invalid decision", `state must be "accepted" or "rejected"`, "state")
 	}
 	id := r.PathValue("id")
 	f.mu.Lock()
@@ -353,7 +357,7 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	rv, ok := f.reviews[id]
 	switch {
 	case !ok:
-		return problem(http.StatusNotFound, "not-found", "Review not found", "", "")
+		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	case rv.view.State != "manual_review":
 		return problem(http.StatusConflict, "not-in-manual-review", "Review is not in manual_review", "", "")
 	case *in.ExpectedVersion != rv.view.Version:
@@ -383,7 +387,7 @@ func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrinc
 	defer f.mu.Unlock()
 	s, ok := f.slo[window]
 	if !ok {
-		return problem(http.StatusBadRequest, "invalid-field", "Invalid request", "unknown window "+window, "window")
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+window, "window")
 	}
 	return http.StatusOK, s
 }

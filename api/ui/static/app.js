@@ -554,6 +554,12 @@
         show($('queue-error'), false);
         return;
       }
+      if (r.status === 409 && problemKind(r.problem) === 'not-in-manual-review') {
+        await loadQueue();
+        renderProblem($('queue-error'), r.problem, 'Review ' + id + ' is no longer waiting for a moderator.');
+        show(box, false);
+        return;
+      }
       if (r.status === 409) {
         await loadQueue();
         const c = claimOf(queueItem(id));
