@@ -104,6 +104,7 @@ type Runner struct {
 	cfg         Config
 	projections []projection
 	metrics     *metrics
+	cache       *batchCache
 
 	// beforeCommit, when set (by tests), runs inside each batch's
 	// transaction after the rows are written and before the checkpoint; an
@@ -122,7 +123,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, projections: ps, metrics: m}, nil
+	return &Runner{cfg: cfg, projections: ps, metrics: m, cache: newBatchCache(len(ps), 8)}, nil
 }
 
 // Run keeps every configured projection current until ctx is done, then
@@ -364,14 +365,14 @@ func (r *Runner) read(ctx context.Context, from eventstore.Position, ch chan<- b
 	}
 	pos, idle := from, false
 	for ctx.Err() == nil {
-		recorded, err := r.cfg.Store.ReadAll(ctx, pos, r.cfg.BatchSize)
-		if err != nil {
+		b := r.cache.get(ctx, pos, func() batch { return r.readBatch(ctx, pos) })
+		if b.err != nil {
 			if ctx.Err() == nil {
-				send(batch{err: fmt.Errorf("read ledger after %s: %w", pos, err)})
+				send(b)
 			}
 			return
 		}
-		if len(recorded) == 0 {
+		if b.read == 0 {
 			if !idle && !send(batch{idle: true}) {
 				return
 			}
@@ -386,21 +387,32 @@ func (r *Runner) read(ctx context.Context, from eventstore.Position, ch chan<- b
 			continue
 		}
 		idle = false
-		events, skipped, err := decode(recorded)
-		if err != nil {
-			send(batch{err: err})
-			return
-		}
-		last := recorded[len(recorded)-1]
-		b := batch{
-			after: pos, last: last.Position, events: events, read: len(recorded), skipped: skipped,
-			full: len(recorded) == r.cfg.BatchSize, first: recorded[0].RecordedAt, lastAt: last.RecordedAt,
-		}
 		pending.Add(int64(b.read))
 		if !send(b) {
 			return
 		}
 		pos = b.last
+	}
+}
+
+// readBatch reads and decodes the batch after pos; an empty batch (read 0)
+// when there are no events.
+func (r *Runner) readBatch(ctx context.Context, pos eventstore.Position) batch {
+	recorded, err := r.cfg.Store.ReadAll(ctx, pos, r.cfg.BatchSize)
+	if err != nil {
+		return batch{err: fmt.Errorf("read ledger after %s: %w", pos, err)}
+	}
+	if len(recorded) == 0 {
+		return batch{after: pos, last: pos}
+	}
+	events, skipped, err := decode(recorded)
+	if err != nil {
+		return batch{err: err}
+	}
+	last := recorded[len(recorded)-1]
+	return batch{
+		after: pos, last: last.Position, events: events, read: len(recorded), skipped: skipped,
+		full: len(recorded) == r.cfg.BatchSize, first: recorded[0].RecordedAt, lastAt: last.RecordedAt,
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +52,7 @@ func run() error {
 		batch   = flag.Int("batch", 2000, "projection batch size")
 		writers = flag.Int("writers", 2, "concurrent writers generating the ledger")
 		seed    = flag.Uint64("seed", 1, "workload seed")
+		profile = flag.String("cpuprofile", "", "write a CPU profile of the catch-up runs to this file")
 	)
 	flag.Parse()
 	if *events < 1 {
@@ -90,6 +92,17 @@ func run() error {
 	fmt.Printf("plain read: %d events in %s: %.0f events/s\n", n, read.Round(time.Millisecond), float64(n)/read.Seconds())
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var sum time.Duration
 	for _, name := range projections.Names() {
 		r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Projections: []string{name}, BatchSize: *batch, Logger: quiet})
