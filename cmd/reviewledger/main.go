@@ -29,9 +29,10 @@ var version = "dev"
 // command. Run methods may take any of the bound values: context.Context,
 // *slog.Logger, and an io.Writer for output.
 type CLI struct {
-	Serve   ServeCmd   `cmd:"" help:"Apply pending migrations and serve the API."`
-	Migrate MigrateCmd `cmd:"" help:"Apply pending database migrations and exit."`
-	Version VersionCmd `cmd:"" help:"Print the version and exit."`
+	Serve       ServeCmd       `cmd:"" help:"Apply pending migrations and serve the API."`
+	Migrate     MigrateCmd     `cmd:"" help:"Apply pending database migrations and exit."`
+	Projections ProjectionsCmd `cmd:"" help:"Rebuild read models from the ledger, or print their progress."`
+	Version     VersionCmd     `cmd:"" help:"Print the version and exit."`
 }
 
 func main() {

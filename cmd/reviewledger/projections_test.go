@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+func TestProjectionsRebuildAndStatus(t *testing.T) {
+	url := dbtest.URL(t)
+	setEnv(t, map[string]string{"DATABASE_URL": url})
+	ctx := context.Background()
+
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := pgstore.New(pool, pgstore.Config{})
+	l := ledger.New(store)
+	policy := domain.DefaultPolicy()
+	for _, id := range []string{"one", "two", "three"} {
+		sub, err := domain.Submit(domain.SubmitCommand{ReviewID: id, ContentClass: "caption_suggestion", PayloadDigest: "sha256:00",
+			Policy: policy.Classes["caption_suggestion"], Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Create(ctx, sub, ledger.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.Close()
+
+	code, out, stderr := runCLI(t, ctx, "projections", "status")
+	if code != 0 || !strings.Contains(out, "review_summary") || !strings.Contains(out, "never") {
+		t.Fatalf("status before: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, ctx, "projections", "rebuild", "review_summary")
+	if code != 0 || !strings.Contains(out, "rebuilt review_summary (version 1) from 3 events") {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM review_summary`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("review_summary: %d rows, %v", n, err)
+	}
+	code, out, stderr = runCLI(t, ctx, "projections", "rebuild")
+	if code != 0 || strings.Count(out, "rebuilt ") != 3 {
+		t.Fatalf("rebuild all: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = runCLI(t, ctx, "projections", "status")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); code != 0 || len(f) < 6 || f[3] != "3" || f[4] != "0" {
+			t.Fatalf("status after: exit %d, line %q", code, line)
+		}
+	}
+
+	code, _, stderr = runCLI(t, ctx, "projections", "rebuild", "nope")
+	if code != 2 || !strings.Contains(stderr, `"nope"`) {
+		t.Fatalf("unknown projection: exit %d, %s", code, stderr)
+	}
+}
