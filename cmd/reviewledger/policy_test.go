@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+const validPolicy = `
+classes:
+  caption_suggestion:
+    budget: 30s            # end-to-end deadline from submission
+    attempt_timeout: 10s
+    max_attempts: 3
+    backoff: {initial: 100ms, max: 2s, jitter: 75ms}
+    on_exhaustion: manual_review
+    human_gate: false
+    priority: 1
+  publishing_rule:
+    budget: 1m
+    attempt_timeout: 20s
+    max_attempts: 2
+    backoff:
+      initial: 250ms
+      max: 1s
+    on_exhaustion: rejected
+    human_gate: true
+    priority: 3
+    approvals: 2
+`
+
+func TestParsePolicy(t *testing.T) {
+	p, err := parsePolicy([]byte(validPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domain.ClassPolicy{
+		Budget: 30 * time.Second, AttemptTimeout: 10 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 75 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}
+	if got := p.Classes["caption_suggestion"]; got != want {
+		t.Fatalf("caption_suggestion: %+v, want %+v", got, want)
+	}
+	if got := p.Classes["publishing_rule"]; !got.HumanGate || got.Approvals != 2 || got.OnExhaustion != domain.ExhaustToRejected || got.Budget != time.Minute {
+		t.Fatalf("publishing_rule: %+v", got)
+	}
+}
+
+func TestParsePolicyRefuses(t *testing.T) {
+	class := func(body string) string {
+		return "classes:\n  caption_suggestion:\n    budget: 30s\n    attempt_timeout: 10s\n    max_attempts: 3\n    backoff: {initial: 100ms, max: 2s}\n    on_exhaustion: manual_review\n" + body
+	}
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown top-level key", "classes: {}\nextra: 1\n", `extra`},
+		{"unknown class key", class("    budgett: 1s\n"), `class "caption_suggestion": budgett: line 8: unknown key`},
+		{"unknown backoff key", strings.Replace(class(""), "max: 2s}", "max: 2s, maximum: 3s}", 1), `class "caption_suggestion": backoff.maximum`},
+		{"malformed duration", strings.Replace(class(""), "budget: 30s", "budget: soon", 1), `class "caption_suggestion": budget: line 3`},
+		{"negative duration", strings.Replace(class(""), "budget: 30s", "budget: -30s", 1), `class "caption_suggestion": budget`},
+		{"zero duration", strings.Replace(class(""), "attempt_timeout: 10s", "attempt_timeout: 0s", 1), `class "caption_suggestion": attempt_timeout`},
+		{"attempt timeout above budget", strings.Replace(class(""), "attempt_timeout: 10s", "attempt_timeout: 40s", 1), `class "caption_suggestion": attempt_timeout`},
+		{"unknown on_exhaustion", strings.Replace(class(""), "on_exhaustion: manual_review", "on_exhaustion: retry", 1), `class "caption_suggestion": on_exhaustion`},
+		{"key twice", class("    budget: 20s\n"), `class "caption_suggestion": budget: line 8: key given twice`},
+		{"not a mapping", "classes:\n  caption_suggestion: 3\n", `class "caption_suggestion"`},
+		{"no classes", "classes: {}\n", `no content classes`},
+		{"empty file", "", `empty policy file`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parsePolicy([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
