@@ -13,6 +13,7 @@
   const ME_KEY = 'reviewledger.moderator';
   const REFRESH_MS = 5000;
   const STALE_MS = 30000;
+  const REQUEST_TIMEOUT_MS = 20000;
   const REVIEW_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
   // Alert thresholds of the SLO dashboard.
@@ -185,7 +186,12 @@
       'Accept': 'application/json, application/problem+json',
       'Authorization': 'Bearer ' + state.token,
     };
-    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal: state.abort.signal };
+    // A request is abandoned after REQUEST_TIMEOUT_MS, so a hung connection
+    // cannot stall the periodic refresh.
+    const signal = (AbortSignal.any && AbortSignal.timeout)
+      ? AbortSignal.any([state.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
+      : state.abort.signal;
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal };
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -195,7 +201,10 @@
       res = await fetch(path, init);
     } catch (err) {
       if (err && err.name === 'AbortError') throw new SignedOut();
-      return { ok: false, status: 0, problem: { status: 0, title: 'The server could not be reached', detail: String((err && err.message) || err), field: '', requestID: '' } };
+      const title = err && err.name === 'TimeoutError'
+        ? 'The server did not answer within ' + duration(REQUEST_TIMEOUT_MS / 1000)
+        : 'The server could not be reached';
+      return { ok: false, status: 0, problem: { status: 0, title, detail: String((err && err.message) || err), field: '', requestID: '' } };
     }
     const text = await res.text().catch(() => '');
     let data = null;
@@ -810,6 +819,7 @@
   async function loadSLO() {
     if (!state.token) return;
     const seq = ++state.slo.seq;
+    state.slo.loading = true;
     $('slo-view').setAttribute('aria-busy', 'true');
     try {
       const r = await api('GET', '/v1/slo?' + sloQuery());
@@ -826,7 +836,10 @@
       state.slo.lastOK = Date.now();
       renderSLO();
     } finally {
-      if (seq === state.slo.seq) $('slo-view').removeAttribute('aria-busy');
+      if (seq === state.slo.seq) {
+        state.slo.loading = false;
+        $('slo-view').removeAttribute('aria-busy');
+      }
     }
   }
 
@@ -953,10 +966,12 @@
     }
   }
 
+  // everyRefresh polls the visible view. It skips a beat while the last
+  // read is still running, so a slow server is not sent a pile of requests.
   function everyRefresh() {
     if (!state.token || document.hidden) return;
-    if (state.view === 'queue') bg(loadQueue());
-    else if (state.view === 'slo' && $('slo-auto').checked) bg(loadSLO());
+    if (state.view === 'queue' && !state.queue.loading) bg(loadQueue());
+    else if (state.view === 'slo' && $('slo-auto').checked && !state.slo.loading) bg(loadSLO());
   }
 
   // ---- wiring -----------------------------------------------------------
