@@ -1,0 +1,313 @@
+// Package audit checks that review histories in the ledger are intact and
+// replays them for auditors.
+//
+// Verify walks every review stream (or one), checks its hash chain
+// (ledger.History.Verify), that it still rebuilds into a valid review, and
+// that it still reaches what witnesses last saw of it: the audit anchors
+// written by earlier verifications and, when wired, the review_summary read
+// model. The chain shows an event altered, removed or reordered in the
+// middle of a stream; the witnesses show a removed tail, a removed stream,
+// and a history rewritten with a recomputed chain. Replay renders one
+// review's timeline and the state rebuilt from it.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// ErrDamaged is wrapped by Report.Err when any review is damaged.
+var ErrDamaged = errors.New("ledger history damaged")
+
+// Histories reads review streams (*ledger.Ledger).
+type Histories interface {
+	// History reads a review's stored events in revision order;
+	// domain.ErrReviewNotFound when there are none, an error wrapping
+	// domain.ErrCorruptHistory when one cannot be decoded.
+	History(ctx context.Context, reviewID string) (*ledger.History, error)
+}
+
+// StreamLister lists the stream names starting with prefix, in name order
+// (*pgstore.Store). Stores without it are listed by reading their global
+// order (ReadAll).
+type StreamLister interface {
+	Streams(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Mark is what a witness last saw of a review: its stream reached Revision,
+// and the event there had Hash (empty when the witness keeps no hash).
+type Mark struct {
+	Revision uint64
+	Hash     string
+}
+
+// Witness remembers how far review streams reached.
+type Witness interface {
+	// Name identifies the witness in reports ("anchor", "review_summary").
+	Name() string
+	// Marks returns the marks of the given reviews, or of every review the
+	// witness knows when ids is nil.
+	Marks(ctx context.Context, ids []string) (map[string]Mark, error)
+}
+
+// Anchors is a witness the verifier also writes: after a verification,
+// every intact review's head is anchored.
+type Anchors interface {
+	Witness
+	// Advance records the marks, never moving an anchor backwards.
+	Advance(ctx context.Context, marks map[string]Mark, at time.Time) error
+}
+
+// Verifier checks review histories.
+type Verifier struct {
+	Store     eventstore.Store // lists the streams
+	Histories Histories
+	// Witnesses are consulted for every review; Anchors (when set) is one
+	// and is advanced after the check.
+	Witnesses []Witness
+	Anchors   Anchors
+	Now       func() time.Time // default time.Now
+}
+
+// Damage is one damaged review.
+type Damage struct {
+	ReviewID string
+	// Revision is where the damage was found.
+	Revision uint64
+	Reason   string
+}
+
+func (d Damage) String() string {
+	return fmt.Sprintf("review %s: revision %d: %s", d.ReviewID, d.Revision, d.Reason)
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	Reviews int // reviews checked
+	Events  int // events checked
+	Damaged []Damage
+	// Anchored is how many anchors were advanced.
+	Anchored int
+}
+
+// Err is nil when nothing is damaged, and otherwise names every damaged
+// review and wraps ErrDamaged.
+func (r Report) Err() error {
+	if len(r.Damaged) == 0 {
+		return nil
+	}
+	lines := make([]string, len(r.Damaged))
+	for i, d := range r.Damaged {
+		lines[i] = d.String()
+	}
+	return fmt.Errorf("%d of %d reviews damaged:\n%s: %w", len(DamagedIDs(r.Damaged)), r.Reviews, strings.Join(lines, "\n"), ErrDamaged)
+}
+
+// DamagedIDs returns the distinct review IDs of damages, in order.
+func DamagedIDs(ds []Damage) []string {
+	var ids []string
+	for _, d := range ds {
+		if !slices.Contains(ids, d.ReviewID) {
+			ids = append(ids, d.ReviewID)
+		}
+	}
+	return ids
+}
+
+// Verify checks one review (reviewID not empty) or every review. The error
+// is for failures to read; damage is in the report.
+func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) {
+	var ids []string
+	if reviewID != "" {
+		if err := domain.ValidateReviewID(reviewID); err != nil {
+			return Report{}, err
+		}
+		ids = []string{reviewID}
+	} else {
+		var err error
+		if ids, err = v.reviewIDs(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	marks, err := v.marks(ctx, reviewID, &ids)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	heads := make(map[string]Mark)
+	for _, id := range ids {
+		rep.Reviews++
+		damage, head, n, err := v.check(ctx, id, marks[id])
+		if err != nil {
+			return rep, err
+		}
+		rep.Events += n
+		if len(damage) > 0 {
+			rep.Damaged = append(rep.Damaged, damage...)
+			continue
+		}
+		if head != nil {
+			heads[id] = *head
+		}
+	}
+	if v.Anchors != nil && len(heads) > 0 {
+		now := time.Now
+		if v.Now != nil {
+			now = v.Now
+		}
+		if err := v.Anchors.Advance(ctx, heads, now()); err != nil {
+			return rep, fmt.Errorf("advance audit anchors: %w", err)
+		}
+		rep.Anchored = len(heads)
+	}
+	return rep, nil
+}
+
+// witnessMark is a mark and the witness it came from.
+type witnessMark struct {
+	witness string
+	Mark
+}
+
+// marks collects every witness's marks, adding to ids the reviews that
+// witnesses know but the ledger no longer lists (removed entirely).
+func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string) (map[string][]witnessMark, error) {
+	witnesses := slices.Clone(v.Witnesses)
+	if v.Anchors != nil && !slices.Contains(witnesses, Witness(v.Anchors)) {
+		witnesses = append(witnesses, v.Anchors)
+	}
+	var filter []string
+	if reviewID != "" {
+		filter = []string{reviewID}
+	}
+	out := make(map[string][]witnessMark)
+	for _, w := range witnesses {
+		ms, err := w.Marks(ctx, filter)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", w.Name(), err)
+		}
+		for id, m := range ms {
+			out[id] = append(out[id], witnessMark{w.Name(), m})
+		}
+	}
+	listed := make(map[string]bool, len(*ids))
+	for _, id := range *ids {
+		listed[id] = true
+	}
+	var missing []string
+	for id := range out {
+		if !listed[id] {
+			missing = append(missing, id)
+		}
+	}
+	slices.Sort(missing)
+	*ids = append(*ids, missing...)
+	return out, nil
+}
+
+// check verifies one review; it returns the damage found, the head to
+// anchor when intact, and the number of events read.
+func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark) ([]Damage, *Mark, int, error) {
+	h, err := v.Histories.History(ctx, id)
+	switch {
+	case errors.Is(err, domain.ErrReviewNotFound):
+		var ds []Damage
+		for _, m := range marks {
+			ds = append(ds, Damage{ReviewID: id, Revision: 0,
+				Reason: fmt.Sprintf("every event removed (%s saw revision %d)", m.witness, m.Revision)})
+		}
+		return ds, nil, 0, nil
+	case errors.Is(err, domain.ErrCorruptHistory):
+		return []Damage{{ReviewID: id, Revision: revisionOf(err), Reason: "an event cannot be read (altered): " + err.Error()}}, nil, 0, nil
+	case err != nil:
+		return nil, nil, 0, err
+	}
+	n := len(h.Events)
+	var chain *ledger.ChainError
+	if err := h.Verify(); errors.As(err, &chain) {
+		return []Damage{{ReviewID: id, Revision: chain.Revision, Reason: chain.Reason}}, nil, n, nil
+	} else if err != nil {
+		return nil, nil, n, err
+	}
+	if _, err := h.Review(); err != nil {
+		return []Damage{{ReviewID: id, Revision: uint64(n - 1), Reason: "the history does not rebuild into a valid review: " + err.Error()}}, nil, n, nil
+	}
+	last := h.Events[n-1]
+	var ds []Damage
+	for _, m := range marks {
+		switch {
+		case m.Revision > last.Revision:
+			ds = append(ds, Damage{ReviewID: id, Revision: last.Revision + 1,
+				Reason: fmt.Sprintf("events after revision %d removed (%s saw revision %d)", last.Revision, m.witness, m.Revision)})
+		case m.Hash != "" && h.Events[m.Revision].Metadata.Hash != m.Hash:
+			ds = append(ds, Damage{ReviewID: id, Revision: m.Revision,
+				Reason: fmt.Sprintf("history rewritten: the event at revision %d no longer has the hash %s anchored", m.Revision, short(m.Hash))})
+		}
+	}
+	if len(ds) > 0 {
+		return ds, nil, n, nil
+	}
+	return nil, &Mark{Revision: last.Revision, Hash: last.Metadata.Hash}, n, nil
+}
+
+// revisionOf digs the revision out of a decode error, 0 when it has none.
+func revisionOf(err error) uint64 {
+	var rev uint64
+	msg := err.Error()
+	if i := strings.Index(msg, "revision "); i >= 0 {
+		_, _ = fmt.Sscanf(msg[i:], "revision %d", &rev)
+	}
+	return rev
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12] + "…"
+	}
+	return hash
+}
+
+// reviewIDs lists every review stream.
+func (v *Verifier) reviewIDs(ctx context.Context) ([]string, error) {
+	prefix := domain.StreamName("")
+	var streams []string
+	if l, ok := v.Store.(StreamLister); ok {
+		var err error
+		if streams, err = l.Streams(ctx, prefix); err != nil {
+			return nil, err
+		}
+	} else {
+		seen := make(map[string]bool)
+		pos := eventstore.Start
+		for {
+			batch, err := v.Store.ReadAll(ctx, pos, 1000)
+			if err != nil {
+				return nil, fmt.Errorf("list streams: %w", err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			for _, e := range batch {
+				if strings.HasPrefix(e.Stream, prefix) && !seen[e.Stream] {
+					seen[e.Stream] = true
+					streams = append(streams, e.Stream)
+				}
+			}
+			pos = batch[len(batch)-1].Position
+		}
+		slices.Sort(streams)
+	}
+	ids := make([]string, 0, len(streams))
+	for _, s := range streams {
+		ids = append(ids, strings.TrimPrefix(s, prefix))
+	}
+	return ids, nil
+}

@@ -1,0 +1,165 @@
+package audit_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/audit"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+// sample writes a review with timeouts and a decision (9 events).
+func sample(t testing.TB, l *ledger.Ledger, id string) {
+	t.Helper()
+	s := &script{t: t, l: l}
+	s.submit(id, "caption_suggestion", at(0)).
+		attempt(at(5)).timeout(1, domain.ClassDeadlineExceeded, at(10005)).
+		attempt(at(10180)).timeout(2, domain.ClassProviderUnavailable, at(10400)).
+		attempt(at(10700)).timeout(3, domain.ClassTransportError, at(12000)).
+		escalate(domain.ReasonAttemptsExhausted, at(12001)).
+		decide("mona", domain.DecisionRejected, "no", at(95000))
+}
+
+func TestVerifyFindsTamperingInSQL(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(store.Close)
+	l := ledger.New(store)
+	ids := []string{"intact-1", "alter", "delete-middle", "swap", "truncate", "gone", "rewrite", "intact-2"}
+	for _, id := range ids {
+		sample(t, l, id)
+	}
+	v := &audit.Verifier{Store: store, Histories: l, Anchors: audit.PGAnchors{Pool: pool}, Now: func() time.Time { return t0 }}
+
+	rep, err := v.Verify(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Err() != nil || rep.Reviews != len(ids) || rep.Events != 9*len(ids) || rep.Anchored != len(ids) {
+		t.Fatalf("intact ledger: %+v %v", rep, rep.Err())
+	}
+
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// Alter a body: the classification of attempt 1.
+	exec(`UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), 'deadline_exceeded', 'transport_error'), 'UTF8')
+		WHERE stream = 'review-alter' AND revision = 2`)
+	// Remove an event in the middle.
+	exec(`DELETE FROM event WHERE stream = 'review-delete-middle' AND revision = 3`)
+	// Swap two events.
+	exec(`UPDATE event SET revision = 1000 WHERE stream = 'review-swap' AND revision = 2`)
+	exec(`UPDATE event SET revision = 2 WHERE stream = 'review-swap' AND revision = 4`)
+	exec(`UPDATE event SET revision = 4 WHERE stream = 'review-swap' AND revision = 1000`)
+	// Remove the tail, and a whole review: the chain cannot show these,
+	// the anchors do.
+	exec(`DELETE FROM event WHERE stream = 'review-truncate' AND revision >= 7`)
+	exec(`DELETE FROM event WHERE stream = 'review-gone'`)
+	// Rewrite a history with a valid, recomputed chain.
+	exec(`DELETE FROM event WHERE stream = 'review-rewrite'`)
+	s := &script{t: t, l: l}
+	s.submit("rewrite", "caption_suggestion", at(0)).
+		attempt(at(5)).timeout(1, domain.ClassDeadlineExceeded, at(10005)).
+		attempt(at(10180)).timeout(2, domain.ClassProviderUnavailable, at(10400)).
+		attempt(at(10700)).timeout(3, domain.ClassTransportError, at(12000)).
+		escalate(domain.ReasonAttemptsExhausted, at(12001)).
+		decide("mallory", domain.DecisionAccepted, "fine", at(95000))
+
+	rep, err = v.Verify(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := audit.DamagedIDs(rep.Damaged)
+	slices.Sort(damaged)
+	want := []string{"alter", "delete-middle", "gone", "rewrite", "swap", "truncate"}
+	if !slices.Equal(damaged, want) {
+		t.Fatalf("damaged %v, want %v\n%v", damaged, want, rep.Err())
+	}
+	err = rep.Err()
+	if !errors.Is(err, audit.ErrDamaged) {
+		t.Fatalf("Err() = %v", err)
+	}
+	for _, id := range want {
+		if !strings.Contains(err.Error(), "review "+id+":") {
+			t.Errorf("report does not name %s:\n%v", id, err)
+		}
+	}
+	for _, s := range []string{"altered", "removed or reordered", "events after revision 6 removed", "every event removed", "history rewritten"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("report does not say %q:\n%v", s, err)
+		}
+	}
+	// Only intact reviews' anchors moved.
+	if rep.Anchored != 2 {
+		t.Errorf("anchored %d, want the 2 intact reviews", rep.Anchored)
+	}
+
+	// One review at a time.
+	one, err := v.Verify(ctx, "intact-1")
+	if err != nil || one.Err() != nil || one.Reviews != 1 {
+		t.Fatalf("intact-1: %+v %v", one, err)
+	}
+	one, err = v.Verify(ctx, "gone")
+	if err != nil || !slices.Equal(audit.DamagedIDs(one.Damaged), []string{"gone"}) {
+		t.Fatalf("gone: %+v %v", one, err)
+	}
+	if _, err := v.Verify(ctx, "bad id"); !errors.Is(err, domain.ErrInvalidReviewID) {
+		t.Fatalf("bad id: %v", err)
+	}
+}
+
+// TestVerifyListsStreamsWithoutALister covers stores without Streams: the
+// verifier reads the global order.
+func TestVerifyListsStreamsWithoutALister(t *testing.T) {
+	now := t0
+	l := newLedger(&now)
+	sample(t, l, "a")
+	sample(t, l, "b")
+	v := &audit.Verifier{Store: l.Store(), Histories: l}
+	rep, err := v.Verify(context.Background(), "")
+	if err != nil || rep.Reviews != 2 || rep.Events != 18 || rep.Err() != nil {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}
+
+// TestVerifyCrossChecksReviewSummary: the review_summary read model
+// witnesses how far each review got.
+func TestVerifyCrossChecksReviewSummary(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	now := t0
+	l := newLedger(&now)
+	sample(t, l, "a")
+	sample(t, l, "b")
+	for id, version := range map[string]int{"a": 8, "b": 12, "c": 3} {
+		_, err := pool.Exec(ctx, `INSERT INTO review_summary (review_id, content_class, state, attempts, version, submitted_at, deadline, human_gate, updated_at)
+			VALUES ($1, 'caption_suggestion', 'rejected', 3, $2, $3, $3, false, $3)`, id, version, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &audit.Verifier{Store: l.Store(), Histories: l, Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}}}
+	rep, err := v.Verify(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := audit.DamagedIDs(rep.Damaged); !slices.Equal(got, []string{"b", "c"}) || rep.Reviews != 3 {
+		t.Fatalf("damaged %v of %d: %v", got, rep.Reviews, rep.Err())
+	}
+	msg := rep.Err().Error()
+	if !strings.Contains(msg, "review b: revision 9: events after revision 8 removed (review_summary saw revision 12)") ||
+		!strings.Contains(msg, "review c: revision 0: every event removed (review_summary saw revision 3)") {
+		t.Fatalf("report:\n%s", msg)
+	}
+}

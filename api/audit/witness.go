@@ -1,0 +1,77 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PGAnchors keeps audit anchors in PostgreSQL (migration 0030_audit_anchor).
+type PGAnchors struct {
+	Pool *pgxpool.Pool
+}
+
+var _ Anchors = PGAnchors{}
+
+// Name implements Witness.
+func (PGAnchors) Name() string { return "audit anchor" }
+
+// Marks implements Witness.
+func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
+	rows, _ := a.Pool.Query(ctx, `SELECT review_id, revision, hash FROM audit_anchor
+		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
+	return collectMarks(rows)
+}
+
+// Advance implements Anchors.
+func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
+	batch := &pgx.Batch{}
+	for id, m := range marks {
+		batch.Queue(`INSERT INTO audit_anchor AS a (review_id, revision, hash, anchored_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash = EXCLUDED.hash, anchored_at = EXCLUDED.anchored_at
+			WHERE a.revision <= EXCLUDED.revision`, id, int64(m.Revision), m.Hash, at)
+	}
+	return pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, batch).Close()
+	})
+}
+
+// PGSummaries is the review_summary read model as a witness: the version
+// each review had reached when the projection last saw it. A projection
+// rebuilt after the damage sees the damaged ledger, so it witnesses only
+// what happened since its last rebuild.
+type PGSummaries struct {
+	Pool *pgxpool.Pool
+}
+
+var _ Witness = PGSummaries{}
+
+// Name implements Witness.
+func (PGSummaries) Name() string { return "review_summary" }
+
+// Marks implements Witness.
+func (s PGSummaries) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
+	rows, _ := s.Pool.Query(ctx, `SELECT review_id, version, '' FROM review_summary
+		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
+	return collectMarks(rows)
+}
+
+func collectMarks(rows pgx.Rows) (map[string]Mark, error) {
+	out := make(map[string]Mark)
+	var (
+		id   string
+		rev  int64
+		hash string
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &rev, &hash}, func() error {
+		out[id] = Mark{Revision: uint64(rev), Hash: hash}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read marks: %w", err)
+	}
+	return out, nil
+}
