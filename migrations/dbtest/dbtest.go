@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,12 +92,17 @@ func URL(tb testing.TB) string {
 	}
 	defer admin.Close(ctx)
 
-	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx, admin) })
+	templateOnce.Do(func() {
+		templateName, templateErr = ensureTemplate(ctx, admin)
+		if templateErr == nil {
+			dropStale(ctx, admin)
+		}
+	})
 	if templateErr != nil {
 		tb.Fatalf("dbtest: template database: %v", templateErr)
 	}
 
-	name := prefix + randomHex(8)
+	name := fmt.Sprintf("%s%d_%s", prefix, time.Now().Unix(), randomHex(6))
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+templateName); err != nil {
 		tb.Fatalf("dbtest: create database: %v", err)
 	}
@@ -164,6 +170,28 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 		return "", err
 	}
 	return name, nil
+}
+
+// staleAfter is the age past which a test database is taken to be left
+// behind by a test binary that was killed before its cleanup ran.
+const staleAfter = time.Hour
+
+// dropStale drops test databases older than staleAfter, going by the
+// creation time in their names. Failures are ignored: it is housekeeping.
+func dropStale(ctx context.Context, admin *pgx.Conn) {
+	rows, _ := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, prefix+"%")
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		created, _, ok := strings.Cut(strings.TrimPrefix(name, prefix), "_")
+		unix, err := strconv.ParseInt(created, 10, 64)
+		if !ok || err != nil || time.Since(time.Unix(unix, 0)) < staleAfter {
+			continue
+		}
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
 }
 
 func migrate(ctx context.Context, url string) error {
