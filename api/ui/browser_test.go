@@ -323,6 +323,10 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.Screenshot("auditor")
 		p.Click("#nav-slo")
 		p.WaitText("#slo-total", "28,001")
+		p.Do("go back", chromedp.NavigateBack())
+		p.WaitText("#review-state", "accepted")
+		p.Click("#nav-queue")
+		p.WaitHidden("#review-panel")
 	})
 
 	run("sign out forgets the token", func(t *testing.T) {

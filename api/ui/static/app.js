@@ -290,6 +290,8 @@
     setText('queue-count', '');
     setText('queue-updated', '');
     setText('slo-updated', '');
+    $('decision-note').value = '';
+    clear($('timeline-list'));
   }
 
   function setMe(name) {
@@ -339,7 +341,7 @@
     document.title = (r.view === 'slo' ? 'SLO dashboard' : r.review ? 'Review ' + r.review : 'Manual queue') + ' · reviewledger';
     if (r.view === 'queue') {
       if (changedView || focusMain) bg(loadQueue());
-      if (r.review !== state.reviewID || focusMain) bg(openReview(r.review));
+      if (r.review !== state.reviewID || focusMain || changedView) bg(openReview(r.review));
       if (!r.review && focusMain) $('queue-title').focus();
     } else {
       state.reviewID = '';
