@@ -38,7 +38,7 @@ func TestControlPath(t *testing.T) {
 			state: domain.StateRejected, events: []string{"Submitted", "AttemptStarted", "AttemptTimedOut:invalid_finding", "AttemptStarted", "FindingReceived:rejected:response"}},
 		{name: "429 then 200", class: "c", steps: []step{failure(domain.ClassRateLimited, 0), finding(id, domain.DecisionAccepted)},
 			state: domain.StateAccepted, events: []string{"Submitted", "AttemptStarted", "AttemptTimedOut:rate_limited", "AttemptStarted", "FindingReceived:accepted:response"}},
-		{name: "429 with Retry-After past the deadline", class: "c", steps: []step{failure(domain.ClassRateLimited, 30 * time.Second)},
+		{name: "429 with Retry-After past the deadline", class: "c", steps: []step{failure(domain.ClassRateLimited, 30*time.Second)},
 			state: domain.StateManualReview, events: []string{"Submitted", "AttemptStarted", "AttemptTimedOut:rate_limited", "Escalated:budget_exhausted"}},
 		{name: "503 then 200", class: "c", steps: []step{failure(domain.ClassProviderUnavailable, 0), finding(id, domain.DecisionAccepted)},
 			state: domain.StateAccepted, events: []string{"Submitted", "AttemptStarted", "AttemptTimedOut:provider_unavailable", "AttemptStarted", "FindingReceived:accepted:response"}},
