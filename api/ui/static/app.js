@@ -612,6 +612,9 @@
     if (!id) { show($('review-panel'), false); markSelectedRow(); return; }
     show($('review-panel'), true);
     setText('review-id', id);
+    // Nothing of the previous review stays on screen while this one loads.
+    for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline', 'review-error']) show($(x), false);
+    setText('review-state', '');
     $('decision-note').value = '';
     await loadReview(id, seq, true);
   }
