@@ -158,6 +158,9 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 			heads[id] = *head
 		}
 	}
+	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 {
+		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
+	}
 	if v.Anchors != nil && len(heads) > 0 {
 		now := time.Now
 		if v.Now != nil {

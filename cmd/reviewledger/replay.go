@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/api/audit"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+)
+
+// ReplayCmd prints a review's timeline and the state rebuilt from it.
+type ReplayCmd struct {
+	Config `embed:""`
+	ID     string `arg:"" name:"id" help:"The review to replay."`
+	AsOf   string `name:"as-of" help:"Replay only the events up to this time (RFC 3339, e.g. 2026-11-30T12:00:00Z)."`
+
+	asOf time.Time
+}
+
+// Validate checks the review ID and --as-of.
+func (c *ReplayCmd) Validate() error {
+	if err := domain.ValidateReviewID(c.ID); err != nil {
+		return fmt.Errorf("review ID: %w", err)
+	}
+	if c.AsOf != "" {
+		t, err := time.Parse(time.RFC3339Nano, c.AsOf)
+		if err != nil {
+			return fmt.Errorf("--as-of: must be an RFC 3339 time such as 2026-11-30T12:00:00Z, got %q", c.AsOf)
+		}
+		c.asOf = t
+	}
+	return nil
+}
+
+// Run reads the review's stream and renders it. It only reads.
+func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
+	pool, err := pgxpool.New(ctx, c.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	store := pgstore.New(pool, pgstore.Config{Logger: log})
+	defer store.Close()
+	h, err := ledger.New(store).History(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	r, err := audit.NewReplay(h, c.asOf)
+	if err != nil {
+		return err
+	}
+	return r.Render(out)
+}
