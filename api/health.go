@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // readyTimeout bounds all readiness checks together.
@@ -61,6 +63,35 @@ func MaxLag(name string, max time.Duration, lag func(ctx context.Context) (time.
 		}
 		if d > max {
 			return fmt.Errorf("lag %s over %s", d, max)
+		}
+		return nil
+	}}
+}
+
+// ProjectionStatus reports the projections' progress
+// (*projections.Runner).
+type ProjectionStatus interface {
+	Status(ctx context.Context, maxLag int64) ([]projections.Status, error)
+}
+
+// projectionLagEvents bounds how far the readiness check counts lag.
+const projectionLagEvents = 10000
+
+// ProjectionsReady is a readiness check failing while a projection has
+// never run or its oldest unapplied event is older than maxLag.
+func ProjectionsReady(p ProjectionStatus, maxLag time.Duration) Check {
+	return Check{Name: "projections", Check: func(ctx context.Context) error {
+		sts, err := p.Status(ctx, projectionLagEvents)
+		if err != nil {
+			return err
+		}
+		for _, st := range sts {
+			switch {
+			case !st.Exists:
+				return fmt.Errorf("%s has never run", st.Projection)
+			case st.LagSeconds > maxLag.Seconds():
+				return fmt.Errorf("%s lags %.1fs, more than %s", st.Projection, st.LagSeconds, maxLag)
+			}
 		}
 		return nil
 	}}
