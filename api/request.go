@@ -53,7 +53,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		status := c.Response().Status
 		elapsed := s.cfg.Now().Sub(start)
-		s.metrics.observe(route, c.Request().Method, status, elapsed.Seconds())
+		s.metrics.observe(route, methodLabel(c.Request().Method), status, elapsed.Seconds())
 		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "http request",
 			slog.String("request_id", requestID(c)),
 			slog.String("method", c.Request().Method),
@@ -81,6 +81,17 @@ func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
 		}()
 		return next(c)
 	}
+}
+
+// methodLabel bounds the method label to the standard methods, so a client
+// cannot grow the metrics without limit.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // actor is who the events a request causes are recorded as.

@@ -89,7 +89,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
 
 	e.GET("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	e.GET("/openapi.json", s.openapi)
 	if s.deps.UI != nil {
