@@ -3,12 +3,15 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 type openAPIDoc struct {
@@ -119,4 +122,81 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("no Problem%d response", row.status)
 		}
 	}
+}
+
+// TestOpenAPISchemasMatchTypes fails when a documented schema and the Go
+// type serving it disagree: every field the type writes is documented and
+// every required property is one the type writes.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string                   `json:"required"`
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range map[string]reflect.Type{
+		"Review":         reflect.TypeFor[reviewView](),
+		"CallbackResult": reflect.TypeFor[callbackView](),
+		"Claim":          reflect.TypeFor[projections.Claim](),
+		"SLO":            reflect.TypeFor[projections.SLOSummary](),
+		"Problem":        reflect.TypeFor[Problem](),
+		"Ready":          reflect.TypeFor[readyView](),
+		"SubmitRequest":  reflect.TypeFor[submitBody](),
+		"Decision":       reflect.TypeFor[decisionBody](),
+	} {
+		s, ok := doc.Components.Schemas[name]
+		if !ok {
+			t.Errorf("schema %s missing", name)
+			continue
+		}
+		fields := jsonFields(typ)
+		for _, f := range fields {
+			if _, ok := s.Properties[f]; !ok {
+				t.Errorf("%s: field %q of %s is not documented", name, f, typ)
+			}
+		}
+		for _, r := range s.Required {
+			if !slices.Contains(fields, r) {
+				t.Errorf("%s: required property %q is not written by %s", name, r, typ)
+			}
+		}
+	}
+	// The queue item: the projection's fields.
+	var queue struct {
+		Properties struct {
+			Items struct {
+				Items struct {
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"items"`
+			} `json:"items"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(doc.Components.Schemas["ManualQueue"].Properties["items"], &queue.Properties.Items); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range jsonFields(reflect.TypeFor[projections.QueueItem]()) {
+		if _, ok := queue.Properties.Items.Items.Properties[f]; !ok {
+			t.Errorf("ManualQueue: item field %q is not documented", f)
+		}
+	}
+}
+
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }
