@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -91,5 +92,33 @@ func TestDecisionFourEyes(t *testing.T) {
 	}
 	if m := h.do("GET", "/metrics", "", "").Body.String(); !contains(m, `reviewledger_manual_decisions_total{outcome="approval_recorded"} 1`) || !contains(m, `reviewledger_manual_decisions_total{outcome="decided"} 1`) {
 		t.Fatalf("decision metrics:\n%s", m)
+	}
+}
+
+// TestConcurrentDecisions: moderators deciding one review at once on the
+// same version: one decision is recorded, the others are told it moved.
+func TestConcurrentDecisions(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r1", "caption_suggestion", "x")
+	h.escalate("r1", domain.ReasonAttemptsExhausted)
+	codes := make(chan int, 8)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		token := []string{moderatorToken, moderator2}[i%2]
+		state := []string{"accepted", "rejected"}[i%2]
+		wg.Go(func() { codes <- h.do("POST", "/v1/reviews/r1/decision", token, decisionJSON(state, 1, "")).Code })
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[http.StatusOK] != 1 || count[http.StatusConflict] != 7 {
+		t.Fatalf("answers %v, want one 200 and seven 409", count)
+	}
+	hist, err := h.ledger.History(context.Background(), "r1")
+	if err != nil || len(hist.Events) != 3 {
+		t.Fatalf("history: %v %v", hist, err)
 	}
 }
