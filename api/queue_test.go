@@ -146,7 +146,7 @@ func TestSLO(t *testing.T) {
 			t.Fatalf("%q: %d %s", q, rec.Code, rec.Body)
 		}
 	}
-	for _, q := range []string{"soon", "-1h", "0s", "367d", "1.5d"} {
+	for _, q := range []string{"soon", "-1h", "0s", "367d", "1.5d", "106751991167301d", "d"} {
 		wantProblem(t, h.do("GET", "/v1/slo?window="+q, auditorToken, ""), http.StatusBadRequest, "invalid-request", "window")
 	}
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,16 +21,17 @@ func parseWindow(q string) (time.Duration, error) {
 	if q == "" {
 		return DefaultSLOWindow, nil
 	}
-	var d time.Duration
-	var err error
-	var days int
-	if n, scanErr := fmt.Sscanf(q, "%dd", &days); scanErr == nil && n == 1 && fmt.Sprintf("%dd", days) == q {
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(q)
+	bad := fieldError("window", fmt.Sprintf("must be a positive duration up to 366d such as 1h or 7d, got %q", q))
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > int(maxSLOWindow/(24*time.Hour)) {
+			return 0, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
 	}
+	d, err := time.ParseDuration(q)
 	if err != nil || d <= 0 || d > maxSLOWindow {
-		return 0, fieldError("window", fmt.Sprintf("must be a positive duration up to 366d such as 1h or 7d, got %q", q))
+		return 0, bad
 	}
 	return d, nil
 }
