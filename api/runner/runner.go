@@ -342,3 +342,6 @@ func (s *Service) dispatch(ctx context.Context, reviewID string) {
 		}
 	}()
 }
+
+// Pool returns the database pool the runner keeps its tables in.
+func (s *Service) Pool() *pgxpool.Pool { return s.cfg.Pool }
