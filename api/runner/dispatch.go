@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // openPubSub creates the publisher and subscriber of the configured
@@ -52,13 +53,29 @@ func (s *Service) openPubSub() error {
 		if err != nil {
 			return fmt.Errorf("REVIEWLEDGER_NATS_URL %s: %w", s.cfg.NATSURL, err)
 		}
-		pub, err := wnats.NewPublisher(wnats.PublisherConfig{Conn: nc, Logger: logger})
+		// A work-queue stream: each message goes to one member of the
+		// consumer group and is deleted once acknowledged.
+		streamConfig := func(topic string) jetstream.StreamConfig {
+			return jetstream.StreamConfig{Name: topic, Subjects: []string{topic}, Retention: jetstream.WorkQueuePolicy}
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = js.CreateOrUpdateStream(ctx, streamConfig(s.cfg.Topic))
+			cancel()
+		}
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: JetStream stream %s at %s: %w", s.cfg.Topic, s.cfg.NATSURL, err)
+		}
+		pub, err := wnats.NewPublisher(wnats.PublisherConfig{Conn: nc, Logger: logger, ConfigureStream: streamConfig})
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: publisher: %w", err)
 		}
 		sub, err := wnats.NewSubscriber(wnats.SubscriberConfig{
 			Conn: nc, Logger: logger, ResourceInitializer: wnats.GroupedConsumer("reviewledger-runner"),
+			ConfigureStream: streamConfig,
 		})
 		if err != nil {
 			nc.Close()

@@ -3,8 +3,8 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
