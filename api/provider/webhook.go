@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -110,6 +111,15 @@ func (s *Signer) Verify(h http.Header, body []byte, now time.Time) (string, erro
 		}
 	}
 	return "", fmt.Errorf("%s does not verify: %w", HeaderWebhookSignature, ErrInvalidSignature)
+}
+
+// NewSecret returns a fresh random secret, "whsec_" and 32 random bytes in
+// base64, for a process that signs its own callbacks (the simulator) when
+// no REVIEWLEDGER_CALLBACK_SECRET is configured.
+func NewSecret() string {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
 // CallbackBody is the JSON body of a findings callback (DESIGN 5.4).

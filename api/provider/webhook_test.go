@@ -69,6 +69,9 @@ func TestSignerVerify(t *testing.T) {
 
 func TestNewSignerRefusesBadSecrets(t *testing.T) {
 	t.Parallel()
+	if _, err := NewSigner(NewSecret()); err != nil {
+		t.Errorf("NewSecret makes an unusable secret: %v", err)
+	}
 	for _, secret := range []string{"", "whsec_", "whsec_not base64!"} {
 		if _, err := NewSigner(secret); !errors.Is(err, ErrInvalidSecret) {
 			t.Errorf("NewSigner(%q) = %v, want ErrInvalidSecret", secret, err)

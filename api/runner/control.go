@@ -247,6 +247,9 @@ func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.A
 				return err
 			}
 			s.logAttempt(open.Review, st.Attempt, "finding", elapsed, now)
+			if len(events) > 1 {
+				s.metrics.escalations.WithLabelValues(string(domain.ReasonHumanGate)).Inc()
+			}
 			return s.finish(ctx, done)
 		}
 	}
