@@ -40,6 +40,7 @@ test: ## Run every test with the race detector (needs PostgreSQL; see README).
 bench: ## Run the event store benchmarks and print append/insert ratio.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
 	REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(ok|FAIL)'
+	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
 
 .PHONY: fmt
 fmt: ## Format the code.

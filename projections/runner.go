@@ -40,7 +40,7 @@ type Config struct {
 	// Projections names the projections to run; every one when empty.
 	Projections []string
 	// BatchSize is how many events are read and committed together
-	// (default 1000, at most 100000).
+	// (default 5000, at most 100000).
 	BatchSize int
 	// PollInterval bounds the wait for new events when the store does not
 	// wake the runner, and is how often a runner waiting for another
@@ -58,7 +58,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.BatchSize == 0 {
-		c.BatchSize = 1000
+		c.BatchSize = 5000
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second

@@ -110,7 +110,7 @@ func withProjections(ctx context.Context, cfg *Config, log *slog.Logger, fn func
 	}
 	store := pgstore.New(pool, pgstore.Config{Logger: log})
 	defer store.Close()
-	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, BatchSize: 2000, Logger: log})
+	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Logger: log})
 	if err != nil {
 		return err
 	}

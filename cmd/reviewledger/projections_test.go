@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -36,6 +37,21 @@ func TestProjectionsRebuildAndStatus(t *testing.T) {
 		if _, err := l.Create(ctx, sub, ledger.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// pgstore holds back events while an older transaction anywhere on the
+	// server is running; wait until ours are readable (then they stay so).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		evs, err := store.ReadAll(ctx, eventstore.Start, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 events readable", len(evs))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	store.Close()
 
