@@ -173,8 +173,6 @@ type attemptResult struct {
 	provider.Result
 	// decided: a callback decided the attempt while it waited.
 	decided bool
-	// late: the result arrived after the attempt's timeout.
-	late bool
 }
 
 // attempt calls the provider once, under the attempt's timeout. For an
@@ -207,12 +205,11 @@ func (s *Service) attempt(ctx context.Context, open *ledger.Review, st domain.At
 		}
 		return res
 	}
-	if timedOut() {
-		if res.Outcome == provider.OutcomeFinding {
-			res.late = true
-		} else {
-			res.Result = provider.Failure(domain.ClassDeadlineExceeded, "no answer before the attempt timeout")
-		}
+	// A finding that came after the timeout is kept: conclude refuses it
+	// as a conflicting completion (domain.Review.RecordFinding checks the
+	// time), which is counted, unlike a plain timeout.
+	if timedOut() && res.Outcome != provider.OutcomeFinding {
+		res.Result = provider.Failure(domain.ClassDeadlineExceeded, "no answer before the attempt timeout")
 	}
 	return res
 }
@@ -223,7 +220,7 @@ func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.A
 	now := s.clock.Now()
 	elapsed := now.Sub(st.StartedAt).Milliseconds()
 	if res.decided {
-		s.logAttempt(open.Review, st.Attempt, "finding_by_callback", elapsed, now)
+		// Logged and counted by the callback that decided it.
 		return nil
 	}
 	if res.Outcome == provider.OutcomeFinding {
