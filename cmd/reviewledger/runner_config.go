@@ -12,7 +12,7 @@ import (
 // command. REVIEWLEDGER_SWEEP_INTERVAL is in Config.
 type RunnerConfig struct {
 	Workers          int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"16" help:"Reviews worked at once."`
-	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" enum:"gochannel,postgres,nats" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
+	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
 	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
 	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
 	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`

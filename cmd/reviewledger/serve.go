@@ -18,6 +18,7 @@ const shutdownTimeout = 10 * time.Second
 // ServeCmd runs the service.
 type ServeCmd struct {
 	Config `embed:""`
+	Runner RunnerConfig `embed:""`
 }
 
 // Run opens the database, applies pending migrations and serves HTTP until
