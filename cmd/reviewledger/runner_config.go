@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/api/provider"
 	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // RunnerConfig is the review runner's settings, embedded in the serve
@@ -73,4 +80,50 @@ func (c RunnerConfig) Sim() provider.SimConfig {
 		TimeoutRate: c.SimTimeoutRate, ErrorRate: c.SimErrorRate, InvalidRate: c.SimInvalidRate,
 		AsyncRate: c.SimAsyncRate, LateCallbackRate: c.SimLateCallback, RejectRate: c.SimRejectRate,
 	}
+}
+
+// NewRunner builds the review runner for serve: the provider named by
+// REVIEWLEDGER_PROVIDER, callbacks verified with REVIEWLEDGER_CALLBACK_SECRET
+// (the simulator, when none is set, signs with a secret of its own), the
+// runner settings of c. Run the service with svc.Run(ctx); call stop after
+// it returns.
+func (c RunnerConfig) NewRunner(cfg *Config, pool *pgxpool.Pool, led *ledger.Ledger, conflicts runner.ConflictRecorder,
+	reg prometheus.Registerer, log *slog.Logger) (svc *runner.Service, stop func() error, err error) {
+	secret := cfg.CallbackSecret
+	if secret == "" {
+		secret = provider.NewSecret()
+	}
+	signer, err := provider.NewSigner(secret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("REVIEWLEDGER_CALLBACK_SECRET: %w", err)
+	}
+	stop = func() error { return nil }
+	var p provider.Provider
+	switch cfg.Provider {
+	case "http":
+		if p, err = provider.NewHTTP(provider.HTTPConfig{URL: cfg.ProviderURL}); err != nil {
+			return nil, nil, err
+		}
+	default:
+		sc := c.Sim()
+		sc.Signer = signer
+		sc.Deliver = func(ctx context.Context, reviewID string, h http.Header, body []byte) error {
+			return svc.HandleCallback(ctx, reviewID, h, body)
+		}
+		sim, err := provider.NewSim(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, stop = sim, sim.Close
+	}
+	rc := runner.Config{
+		Policy: cfg.Policy, Ledger: led, Pool: pool, Provider: p, Signer: signer, Conflicts: conflicts,
+		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
+	}
+	c.Apply(&rc)
+	if svc, err = runner.New(rc); err != nil {
+		_ = stop()
+		return nil, nil, err
+	}
+	return svc, stop, nil
 }
