@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -26,11 +25,11 @@ type RebuildResult struct {
 //
 // The new rows are built in fresh tables (<table>_rebuild) while readers and
 // a running Runner keep using the live ones. The swap then happens in one
-// transaction holding the projection's checkpoint row: it applies the
-// events appended since, renames the new tables into place, drops the old
-// ones and sets the checkpoint, so readers see either the old tables or the
-// complete new ones. A Runner in another process notices the moved
-// checkpoint and carries on from it. Claims and recorded conflicts are not
+// transaction holding the projection's checkpoint row: it renames the new
+// tables into place, drops the old ones and sets the checkpoint to where the
+// new tables end, so readers see either the old tables or the complete new
+// ones. A Runner, in this process or another, notices the moved checkpoint
+// and carries on from it with the events appended meanwhile. Claims and recorded conflicts are not
 // projection rows and are kept.
 func (r *Runner) Rebuild(ctx context.Context, names ...string) ([]RebuildResult, error) {
 	ps := r.projections
@@ -54,7 +53,7 @@ func (r *Runner) Rebuild(ctx context.Context, names ...string) ([]RebuildResult,
 func (r *Runner) rebuild(ctx context.Context, p projection) (RebuildResult, error) {
 	var res RebuildResult
 	// One rebuild of a projection at a time: they share the _rebuild tables.
-	err := withAdvisoryLock(ctx, r.cfg.Pool, lockKey("rebuild", p.name()), r.cfg.PollInterval, func(*pgxpool.Conn) error {
+	err := withAdvisoryLock(ctx, r.cfg.Pool, lockKey("rebuild", p.name()), r.cfg.PollInterval, func(*pgx.Conn) error {
 		var err error
 		res, err = r.rebuildLocked(ctx, p)
 		return err
@@ -93,53 +92,34 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 		pos    eventstore.Position
 		lastAt *time.Time
 	)
-	step := func(ctx context.Context, q pgx.Tx) (bool, error) {
+	for {
 		recorded, err := r.cfg.Store.ReadAll(ctx, pos, r.cfg.BatchSize)
-		if err != nil || len(recorded) == 0 {
-			return false, err
+		if err != nil {
+			return res, err
+		}
+		if len(recorded) == 0 {
+			break
 		}
 		events, _, err := decode(recorded)
 		if err != nil {
-			return false, err
+			return res, err
 		}
-		apply := func(tx pgx.Tx) error { return p.apply(ctx, tx, rebuildTables, events) }
-		if q != nil {
-			err = apply(q)
-		} else {
-			err = pgx.BeginFunc(ctx, r.cfg.Pool, apply)
-		}
-		if err != nil {
-			return false, err
+		if err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+			return p.apply(ctx, tx, rebuildTables, events)
+		}); err != nil {
+			return res, err
 		}
 		last := recorded[len(recorded)-1]
 		pos, lastAt = last.Position, &last.RecordedAt
 		res.Events += int64(len(recorded))
-		return true, nil
-	}
-	for {
-		more, err := step(ctx, nil)
-		if err != nil {
-			return res, err
-		}
-		if !more {
-			break
-		}
 	}
 
 	// Swap, holding the checkpoint row: the live runner's next batch waits
-	// for this transaction and then finds the checkpoint moved.
+	// for this transaction, then finds the checkpoint moved to where the new
+	// tables end and carries on from there with the events appended since.
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 		if _, err := lockCheckpoint(ctx, tx, p.name()); err != nil {
 			return err
-		}
-		for {
-			more, err := step(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
 		}
 		for _, table := range p.tables() {
 			live, shadow, old := liveTables.name(table), rebuildTables.name(table), pgx.Identifier{table + "_old"}.Sanitize()

@@ -147,7 +147,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // lock.
 func (r *Runner) CatchUp(ctx context.Context) error {
 	for _, p := range r.projections {
-		if err := r.withLock(ctx, p, func(lock *pgxpool.Conn) error { return r.serve(ctx, p, lock, false) }); err != nil {
+		if err := r.withLock(ctx, p, func(lock *pgx.Conn) error { return r.serve(ctx, p, lock, false) }); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func (r *Runner) CatchUpConcurrently(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = r.withLock(ctx, p, func(lock *pgxpool.Conn) error { return r.serve(ctx, p, lock, false) })
+			errs[i] = r.withLock(ctx, p, func(lock *pgx.Conn) error { return r.serve(ctx, p, lock, false) })
 		}()
 	}
 	wg.Wait()
@@ -173,7 +173,7 @@ func (r *Runner) CatchUpConcurrently(ctx context.Context) error {
 func (r *Runner) runProjection(ctx context.Context, p projection) {
 	log := r.cfg.Logger.With("projection", p.name())
 	for ctx.Err() == nil {
-		err := r.withLock(ctx, p, func(lock *pgxpool.Conn) error {
+		err := r.withLock(ctx, p, func(lock *pgx.Conn) error {
 			log.Info("projection running")
 			return r.serve(ctx, p, lock, true)
 		})
@@ -195,45 +195,44 @@ func lockKey(kind, name string) int64 {
 	return int64(h.Sum64())
 }
 
-// withLock runs fn while holding the session-level advisory lock of kind
-// for p on a connection of its own, waiting as long as another session
-// holds it. The lock goes with the session: when a process dies, its
-// connection closes and the next waiter takes over.
-func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgxpool.Conn) error) error {
-	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgxpool.Conn) error {
+// withLock runs fn while holding p's run lock, waiting as long as another
+// session holds it. The lock goes with the session: when a process dies,
+// its connection closes and the next waiter takes over.
+func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) error) error {
+	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
 		r.metrics.active.WithLabelValues(p.name()).Set(1)
 		defer r.metrics.active.WithLabelValues(p.name()).Set(0)
 		return fn(conn)
 	})
 }
 
-func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgxpool.Conn) error) error {
-	conn, err := pool.Acquire(ctx)
+// withAdvisoryLock runs fn holding the session-level advisory lock key on a
+// connection of its own, opened outside the pool so that waiting for or
+// holding locks never takes a pooled connection from the work it guards.
+// It waits, trying every retry, while another session holds the lock;
+// closing the connection releases it.
+func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgx.Conn) error) error {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("acquire lock connection: %w", err)
+		return fmt.Errorf("open lock connection: %w", err)
 	}
-	defer conn.Release()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	for {
 		var ok bool
 		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
 			return fmt.Errorf("advisory lock: %w", err)
 		}
 		if ok {
-			break
+			return fn(conn)
 		}
 		if err := sleep(ctx, retry); err != nil {
 			return err
 		}
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
-			// Closing the session releases the lock too.
-			_ = conn.Hijack().Close(uctx)
-		}
-	}()
-	return fn(conn)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -250,7 +249,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // serve runs p while this process holds its lock: it rebuilds p when its
 // stored version is older than the code's, then applies batches from the
 // checkpoint on. With follow false it returns once caught up.
-func (r *Runner) serve(ctx context.Context, p projection, lock *pgxpool.Conn, follow bool) error {
+func (r *Runner) serve(ctx context.Context, p projection, lock *pgx.Conn, follow bool) error {
 	for {
 		cp, err := ensureCheckpoint(ctx, r.cfg.Pool, p)
 		if err != nil {
@@ -288,7 +287,7 @@ type batch struct {
 
 // follow applies batches starting after from. A reader goroutine reads and
 // decodes ahead while the previous batch commits.
-func (r *Runner) follow(ctx context.Context, p projection, lock *pgxpool.Conn, from eventstore.Position, follow bool) error {
+func (r *Runner) follow(ctx context.Context, p projection, lock *pgx.Conn, from eventstore.Position, follow bool) error {
 	rctx, cancel := context.WithCancel(ctx)
 	ch := make(chan batch, 2)
 	var pending atomic.Int64

@@ -17,6 +17,7 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
 
@@ -393,3 +394,30 @@ func TestConfigValidate(t *testing.T) {
 }
 
 type eventstoreStub struct{ eventstore.Store }
+
+// Locks are held on connections of their own, so a runner with every
+// projection, a rebuild and pgstore work on a pool of two connections.
+func TestSmallPool(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := pgstore.New(pool, pgstore.Config{PollInterval: 50 * time.Millisecond})
+	t.Cleanup(store.Close)
+	e := &env{pool: pool, store: store, ledger: ledger.New(store), db: NewDB(pool)}
+	r := e.runner(t, nil)
+	run(t, r)
+	st := e.workload(t, workload.Config{Reviews: 100, Writers: 2, Seed: 23})
+	if _, err := r.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, pool, st.Events)
+	checkCounts(t, e, st)
+}
