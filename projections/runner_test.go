@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -99,6 +100,15 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 			// Writers append while the runner projects.
 			st := e.workload(t, workload.Config{Reviews: 400, Writers: 4, Seed: 7})
 			waitCaughtUp(t, e.pool, st.Events)
+			for _, p := range all() {
+				name := p.name()
+				waitFor(t, "lag 0", func() bool {
+					return gauge(t, r.metrics.lagEvents.WithLabelValues(name)) == 0 && gauge(t, r.metrics.lagSeconds.WithLabelValues(name)) == 0
+				})
+				if n := counter(t, r.metrics.events.WithLabelValues(name)); n != float64(st.Events) {
+					t.Errorf("%s: events_total %v, want %d", name, n, st.Events)
+				}
+			}
 			stop()
 			checkCounts(t, e, st)
 
@@ -218,6 +228,15 @@ func gauge(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
 	return m.GetGauge().GetValue()
 }
 
+func counter(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 func TestSecondRunnerTakesOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -240,6 +259,35 @@ func TestSecondRunnerTakesOver(t *testing.T) {
 	waitFor(t, "runner b active", func() bool { return active(b) == 3 })
 	more := e.workload(t, workload.Config{Reviews: 100, Prefix: "more-", Writers: 2, Seed: 6})
 	waitCaughtUp(t, e.pool, st.Events+more.Events)
+}
+
+func TestMetricsRegistered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Two runners share one registry, as two in one process would.
+	reg := prometheus.NewRegistry()
+	withReg := func(c *Config) { c.Registerer = reg }
+	a, b := e.runner(t, withReg), e.runner(t, withReg)
+	e.workload(t, workload.Config{Reviews: 10, Seed: 29})
+	if err := a.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, want := range []string{"reviewledger_projection_lag_events", "reviewledger_projection_lag_seconds", "reviewledger_projection_events_total", "reviewledger_projection_active"} {
+		if !names[want] {
+			t.Errorf("registry lacks %s (has %v)", want, names)
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
