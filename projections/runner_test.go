@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,4 +469,26 @@ func TestSmallPool(t *testing.T) {
 	}
 	waitCaughtUp(t, pool, st.Events)
 	checkCounts(t, e, st)
+}
+
+// Batch boundaries fall anywhere in a review's history: every batch size
+// gives the same rows.
+func TestBatchSizesAgree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.workload(t, workload.Config{Reviews: 120, Writers: 2, Seed: 31})
+	var want map[string][]string
+	for _, size := range []int{5000, 1, 7, 64} {
+		r := e.runner(t, func(c *Config) { c.BatchSize = size })
+		if _, err := r.Rebuild(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := dump(t, e.pool)
+		if want == nil {
+			want = got
+			continue
+		}
+		diff(t, fmt.Sprintf("batches of %d vs 5000", size), got, want)
+	}
 }
