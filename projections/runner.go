@@ -309,9 +309,15 @@ func (r *Runner) follow(ctx context.Context, p projection, lock *pgx.Conn, from 
 	ping := time.NewTicker(max(r.cfg.PollInterval, 100*time.Millisecond) * 5)
 	defer ping.Stop()
 	for {
-		var b batch
+		var (
+			b  batch
+			ok bool
+		)
 		select {
-		case b = <-ch:
+		case b, ok = <-ch:
+			if !ok { // the reader stops only when ctx is done
+				return ctx.Err()
+			}
 		case <-ping.C:
 			// The lock lives as long as its session: make sure it still does.
 			if err := lock.Ping(ctx); err != nil {
