@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -320,6 +322,10 @@ func TestQueries(t *testing.T) {
 	})
 }
 
+func workloadConfig(reviews int, seed uint64) workload.Config {
+	return workload.Config{Reviews: reviews, Writers: 2, Seed: seed}
+}
+
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -369,4 +375,79 @@ func TestHistogramQuantile(t *testing.T) {
 			t.Errorf("p%v = %v, want %v within 9.06%%", q*100, got, want)
 		}
 	}
+}
+
+// review_summary holds what the aggregate says after the same events.
+func TestSummaryMatchesAggregate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	st := e.workload(t, workloadConfig(150, 37))
+	if err := e.runner(t, nil).CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queue, err := e.db.ManualQueue(ctx, "", MaxLimit, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := map[string]QueueItem{}
+	withApprovals := 0
+	for _, it := range queue.Items {
+		queued[it.ReviewID] = it
+		if len(it.Approvers) > 0 {
+			withApprovals++
+		}
+	}
+	if withApprovals == 0 {
+		t.Error("no queued review has an approval: the workload does not exercise four-eyes classes")
+	}
+	if len(queued) != int(st.States[domain.StateManualReview]) {
+		t.Errorf("%d queued, want the %d reviews in manual_review", len(queued), st.States[domain.StateManualReview])
+	}
+	for i := range int(st.Reviews) {
+		id := fmt.Sprint(i)
+		rv, err := e.ledger.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.db.Review(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// PostgreSQL keeps microseconds.
+		us := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+		want := Summary{
+			ReviewID: id, State: string(rv.State()), ContentClass: rv.Class(), Attempts: rv.Attempts(), Version: rv.Version(),
+			SubmittedAt: us(rv.SubmittedAt()), Deadline: us(rv.Deadline()), Reasons: nonNil(rv.Reasons()),
+		}
+		if !rv.DecidedAt().IsZero() {
+			want.DecidedAt, want.DecidedBy = ptr(us(rv.DecidedAt())), ptr(rv.DecidedBy())
+		}
+		if rv.EscalationReason() != "" {
+			want.EscalationReason, want.EscalatedAt = ptr(string(rv.EscalationReason())), ptr(us(rv.EscalatedAt()))
+		}
+		got.UpdatedAt = time.Time{}
+		if g, w := summaryText(got), summaryText(want); g != w {
+			t.Errorf("review %s:\n got %s\nwant %s", id, g, w)
+		}
+		if rv.State() != domain.StateManualReview {
+			continue
+		}
+		it, ok := queued[id]
+		var approvers []string
+		for _, names := range rv.Approvals() {
+			approvers = append(approvers, names...)
+		}
+		if !ok || it.Priority != rv.Policy().Priority || it.RequiredApprovals != rv.Policy().RequiredApprovals() ||
+			it.Version != rv.Version() || it.Reason != string(rv.EscalationReason()) || it.Attempts != rv.Attempts() ||
+			!it.EscalatedAt.Equal(rv.EscalatedAt().Truncate(time.Microsecond)) || len(it.Approvers) != len(approvers) {
+			t.Errorf("review %s: queued %v as %+v; aggregate: priority %d, version %d, reason %s, approvers %v",
+				id, ok, it, rv.Policy().Priority, rv.Version(), rv.EscalationReason(), approvers)
+		}
+	}
+}
+
+func summaryText(s Summary) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
