@@ -48,7 +48,10 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 		rv, err := s.ledger.Load(ctx, reviewID)
 		switch {
 		case errors.Is(err, domain.ErrReviewNotFound):
-			return s.state.done(ctx, reviewID)
+			// Staged but not created yet (a submission in progress), or
+			// never created: its pending mark is left for the submission
+			// or, past its deadline, for the sweeper.
+			return nil
 		case ctx.Err() != nil:
 			return s.interrupted(ctx, reviewID, 0)
 		case err != nil:

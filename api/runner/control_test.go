@@ -366,6 +366,25 @@ func TestSweeperEscalatesPastDeadline(t *testing.T) {
 	if n, _ := h.Sweep(ctx); n != 0 {
 		t.Fatalf("second sweep escalated %d", n)
 	}
+	// A submission staged but never created: a worker leaves its mark (the
+	// submission may be in progress), the sweeper clears it past the
+	// deadline.
+	if err := h.state.stage(ctx, "ghost", "c", payload{Digest: "sha256:00"}, h.clock.Now().Add(time.Second), h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Review(ctx, "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := h.state.pending(ctx, farFuture, 10); !slices.Contains(ids, "ghost") {
+		t.Fatalf("pending = %v: a worker cleared a submission in progress", ids)
+	}
+	h.clock.Advance(2 * time.Second)
+	if _, err := h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := h.state.pending(ctx, farFuture, 10); slices.Contains(ids, "ghost") {
+		t.Fatalf("pending = %v: the sweeper left a stale mark", ids)
+	}
 	// A worker picking the swept review up finds nothing to do.
 	if err := h.Review(ctx, "rev-old"); err != nil || len(h.prov.Requests()) != 0 {
 		t.Fatalf("Review after sweep = %v, %d calls", err, len(h.prov.Requests()))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +117,72 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Stopping Run leaves the reviews in progress pending, nothing escalated;
+// the next Run resumes them.
+func TestRunShutdownAndResume(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(store.Close)
+	led := ledger.New(store)
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"long": {
+		Budget: time.Minute, AttemptTimeout: 30 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	start := func(p provider.Provider) (*Service, context.CancelFunc, chan error) {
+		svc, err := New(Config{Policy: policy, Ledger: led, Pool: pool, Provider: p, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		return svc, cancel, done
+	}
+	svc, stop, done := start(stuck{})
+	ids := []string{"sd-1", "sd-2", "sd-3"}
+	for _, id := range ids {
+		if _, _, err := svc.Submit(context.Background(), SubmitRequest{ReviewID: id, ContentClass: "long", Content: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, func() bool { return svc.InFlight() == len(ids) })
+	waitUntil(t, 20*time.Second, func() bool {
+		for _, id := range ids {
+			rv, err := led.Load(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _, _, _ := rv.InFlight(); n == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	h := &harness{ledger: led}
+	for _, id := range ids {
+		want := []string{"Submitted", "AttemptStarted", "AttemptTimedOut:cancelled"}
+		if got := h.types(t, id); !slices.Equal(got, want) {
+			t.Errorf("%s after shutdown: %v, want %v", id, got, want)
+		}
+	}
+	svc2, stop2, done2 := start(&instant{})
+	waitNoPending(t, svc2, done2)
+	stop2()
+	if err := <-done2; err != nil {
+		t.Fatalf("second Run = %v", err)
+	}
+	for _, id := range ids {
+		want := []string{"Submitted", "AttemptStarted", "AttemptTimedOut:cancelled", "AttemptStarted", "FindingReceived:accepted:response"}
+		if got := h.types(t, id); !slices.Equal(got, want) {
+			t.Errorf("%s after resume: %v, want %v", id, got, want)
+		}
+	}
 }

@@ -30,6 +30,9 @@ type payload struct {
 // and marks the review pending, in one transaction, before its stream is
 // created.
 func (p *pgState) stage(ctx context.Context, reviewID, class string, pl payload, deadline, now time.Time) error {
+	if pl.Content == nil {
+		pl.Content = []byte{} // empty content is content, not NULL
+	}
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO runner_payload (review_id, digest, content_type, content, stored_at)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING`,
@@ -50,6 +53,9 @@ func (p *pgState) stage(ctx context.Context, reviewID, class string, pl payload,
 // whose append created the stream calls it, so a leftover from an earlier
 // failed submission with other content is replaced, and nothing else is.
 func (p *pgState) claimPayload(ctx context.Context, reviewID string, pl payload, deadline, now time.Time) error {
+	if pl.Content == nil {
+		pl.Content = []byte{}
+	}
 	_, err := p.pool.Exec(ctx, `UPDATE runner_payload SET digest = $2, content_type = $3, content = $4, stored_at = $5
 		WHERE review_id = $1 AND digest <> $2`, reviewID, pl.Digest, pl.ContentType, pl.Content, now)
 	if err == nil {

@@ -53,6 +53,10 @@ func TestSubmit(t *testing.T) {
 	if _, _, err := h.Submit(ctx, bad); !errors.Is(err, domain.ErrUnknownClass) {
 		t.Errorf("unknown class = %v", err)
 	}
+	// Empty content is content.
+	if _, created, err := h.Submit(ctx, SubmitRequest{ReviewID: "empty", ContentClass: "c"}); err != nil || !created {
+		t.Errorf("empty content: %v, created %v", err, created)
+	}
 	// The stored content is the submitted one; events carry only its digest.
 	pl, err := h.state.payload(ctx, "sub-1", rv.PayloadDigest())
 	if err != nil || string(pl.Content) != "hello" {
