@@ -135,13 +135,21 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	setEnv(t, map[string]string{"DATABASE_URL": url + "&search_path=fresh"})
 
-	code, out, stderr := runCLI(t, ctx, "migrate")
+	code, out, stderr := runCLI(t, ctx, "migrate", "--status")
+	if code != 0 || !strings.Contains(out, "0001_event\tpending") {
+		t.Fatalf("status before migrating: exit %d, out %q, err %q", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, ctx, "migrate")
 	if code != 0 || !strings.Contains(out, "applied 0001") {
 		t.Fatalf("first migrate: exit %d, out %q, err %q", code, out, stderr)
 	}
 	code, out, stderr = runCLI(t, ctx, "migrate")
 	if code != 0 || !strings.Contains(out, "database is up to date") {
 		t.Fatalf("second migrate: exit %d, out %q, err %q", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, ctx, "migrate", "--status")
+	if code != 0 || !strings.Contains(out, "0001_event\tapplied ") || strings.Contains(out, "pending") {
+		t.Fatalf("status after migrating: exit %d, out %q, err %q", code, out, stderr)
 	}
 }
 

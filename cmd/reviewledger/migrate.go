@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -14,6 +15,8 @@ import (
 // MigrateCmd applies pending migrations.
 type MigrateCmd struct {
 	Config `embed:""`
+
+	Status bool `help:"List every migration and whether the database has it, and apply nothing."`
 }
 
 // Run applies every pending migration and prints what it applied.
@@ -24,6 +27,9 @@ func (c *MigrateCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) e
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer pool.Close()
+	if c.Status {
+		return printStatus(ctx, pool, out)
+	}
 	applied, err := migrate(ctx, pool, log)
 	if err != nil {
 		return err
@@ -49,4 +55,21 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int, 
 	}
 	log.Info("migrations applied", "versions", applied)
 	return applied, nil
+}
+
+func printStatus(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {
+	status, err := migrations.List(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, s := range status {
+		state := "pending"
+		if s.Applied {
+			state = "applied " + s.AppliedAt.UTC().Format(time.RFC3339)
+		}
+		if _, err := fmt.Fprintf(out, "%04d_%s\t%s\n", s.Version, s.Name, state); err != nil {
+			return err
+		}
+	}
+	return nil
 }
