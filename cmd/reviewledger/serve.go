@@ -5,24 +5,48 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/api/ui"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
-// shutdownTimeout bounds the graceful shutdown after SIGINT or SIGTERM.
-const shutdownTimeout = 10 * time.Second
-
-// ServeCmd runs the service.
+// ServeCmd runs the service: the API, the review workers, the projector and
+// the deadline sweeper, in one process.
 type ServeCmd struct {
 	Config `embed:""`
 	Runner RunnerConfig `embed:""`
+	Store  StoreConfig  `embed:""`
+
+	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
+	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
+	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
 }
 
-// Run opens the database, applies pending migrations and serves HTTP until
-// ctx is done (SIGINT or SIGTERM), then shuts down gracefully.
+// Validate checks the serve-only settings; Config and the embedded groups
+// validate themselves.
+func (c *ServeCmd) Validate() error {
+	switch {
+	case c.ClaimLease <= 0:
+		return fmt.Errorf("REVIEWLEDGER_CLAIM_LEASE: must be a positive duration such as 10m, got %s", c.ClaimLease)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("REVIEWLEDGER_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight)
+	case c.ReadyMaxLag <= 0:
+		return fmt.Errorf("REVIEWLEDGER_READY_MAX_LAG: must be a positive duration, got %s", c.ReadyMaxLag)
+	}
+	return nil
+}
+
+// Run opens the database, applies pending migrations and runs every role
+// until ctx is done (SIGINT or SIGTERM), then shuts down: the HTTP server
+// first, then the workers and the projector.
 func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	cfg := &c.Config
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
@@ -37,30 +61,105 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		log.Warn("REVIEWLEDGER_TOKENS is empty: every authenticated route answers 401")
 	}
 
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.GET("/healthz", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
-	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("serving", "addr", cfg.Addr, "version", version)
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("REVIEWLEDGER_ADDR %s: %w", cfg.Addr, err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	store, closeStore, err := c.Store.open(ctx, pool, reg, log)
+	if err != nil {
 		return err
 	}
-	return nil
+	defer closeStore()
+	led := ledger.New(store)
+	readModels := projections.NewDB(pool)
+
+	svc, stopProvider, err := c.Runner.NewRunner(cfg, pool, led, readModels, reg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopProvider(); err != nil {
+			log.Warn("stop provider", "err", err)
+		}
+	}()
+	projector, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	server, err := api.New(api.Config{
+		Tokens:       cfg.Tokens,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		ClaimLease:   c.ClaimLease,
+		MaxInFlight:  c.MaxInFlight,
+		Registry:     reg,
+		Logger:       log,
+	}, api.Deps{
+		Ledger:     led,
+		Reviews:    svc,
+		ReadModels: readModels,
+		Ready:      readiness(pool, projector, c.ReadyMaxLag),
+		UI:         ui.Handler(),
+	})
+	if err != nil {
+		return err
+	}
+
+	log.Info("serving", "addr", cfg.Addr, "version", version, "provider", cfg.Provider,
+		"pubsub", c.Runner.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names())
+	return runAll(ctx, log,
+		role{"http", func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }},
+		role{"runner", svc.Run},
+		role{"projector", projector.Run},
+	)
+}
+
+// readiness is /readyz: the database answers and no projection lags more
+// than maxLag behind the ledger.
+func readiness(pool *pgxpool.Pool, projector *projections.Runner, maxLag time.Duration) []api.Check {
+	return []api.Check{
+		{Name: "database", Check: pool.Ping},
+		{Name: "projections", Check: func(ctx context.Context) error {
+			statuses, err := projector.Status(ctx, 100_000)
+			if err != nil {
+				return err
+			}
+			for _, st := range statuses {
+				if lag := time.Duration(st.LagSeconds * float64(time.Second)); lag > maxLag {
+					return fmt.Errorf("projection %s lags %s behind the ledger", st.Projection, lag.Round(time.Second))
+				}
+			}
+			return nil
+		}},
+	}
+}
+
+// role is one long-running part of the process.
+type role struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// runAll runs every role until ctx is done or one of them fails; a failure
+// stops the others. It returns the first failure.
+func runAll(ctx context.Context, log *slog.Logger, roles ...role) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, r := range roles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.run(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("role stopped", "role", r.name, "err", err)
+				once.Do(func() { first = fmt.Errorf("%s: %w", r.name, err) })
+			}
+			cancel()
+		}()
+	}
+	wg.Wait()
+	return first
 }
