@@ -59,9 +59,9 @@ type problemKind struct {
 }
 
 // problemTable maps errors to HTTP statuses: the first row whose error
-// matches (errors.Is) decides. Anything else is a 500 whose detail is never
-// shown. Extra rows (e.g. the runner's and the projections' sentinels) are
-// added by New from Deps.Errors.
+// matches (errors.Is) decides, so more specific errors come first.
+// Anything else is a 500 whose detail is never shown. docs/api.md lists the
+// kinds; openapi.json documents them (x-problem-types).
 var problemTable = []problemKind{
 	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token"},
 	{ErrForbidden, http.StatusForbidden, "forbidden", "Role not allowed"},
