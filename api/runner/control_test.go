@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -388,5 +389,40 @@ func TestSweeperEscalatesPastDeadline(t *testing.T) {
 	// A worker picking the swept review up finds nothing to do.
 	if err := h.Review(ctx, "rev-old"); err != nil || len(h.prov.Requests()) != 0 {
 		t.Fatalf("Review after sweep = %v, %d calls", err, len(h.prov.Requests()))
+	}
+}
+
+// The callback lands on another process: the waiting attempt is not told,
+// times out, its AttemptTimedOut fails the expected-revision check, and the
+// reload shows the decision. Nothing is appended twice.
+func TestAsyncCallbackOnAnotherProcess(t *testing.T) {
+	t.Parallel()
+	var other *Service
+	async := step{latency: 10 * time.Millisecond, advance: toTimeout, result: provider.Result{Outcome: provider.OutcomeAccepted}}
+	h := newHarness(t, []step{async})
+	async.then = func(req provider.Request) {
+		hdr, body := h.signedCallback(req.ReviewID, req.Attempt, "accepted", "elsewhere-1")
+		if err := other.HandleCallback(context.Background(), req.ReviewID, hdr, body); err != nil {
+			t.Errorf("callback on the other process = %v", err)
+		}
+	}
+	h.prov.steps[0] = async
+	var err error
+	other, err = New(Config{Policy: testPolicy(), Ledger: h.ledger, Pool: h.Pool(), Provider: h.prov, Signer: h.signer,
+		Clock: h.clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.closePub() })
+	rv := h.run(t, "rev-far", "c")
+	if rv.State() != domain.StateAccepted {
+		t.Fatalf("state = %s", rv.State())
+	}
+	want := []string{"Submitted", "AttemptStarted", "FindingReceived:accepted:callback"}
+	if got := h.types(t, "rev-far"); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if n := h.counter(t, h.metrics.conflicts.WithLabelValues(domain.SourceResponse)); n != 0 {
+		t.Errorf("%v conflicts counted for the runner's own timeout", n)
 	}
 }

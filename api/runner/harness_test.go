@@ -118,6 +118,9 @@ type step struct {
 	result  provider.Result
 	// then runs after the latency, before answering (e.g. a callback).
 	then func(req provider.Request)
+	// advance moves the clock after then, before answering (toTimeout:
+	// to the attempt's timeout).
+	advance time.Duration
 }
 
 func finding(id string, state domain.Decision, reasons ...string) step {
@@ -156,6 +159,10 @@ func (p *scripted) Review(ctx context.Context, req provider.Request) provider.Re
 	if st.then != nil {
 		st.then(req)
 	}
+	if st.advance == toTimeout {
+		st.advance = req.Timeout - st.latency
+	}
+	p.clock.Advance(st.advance)
 	if st.hang {
 		<-ctx.Done()
 		return provider.Failure(domain.ClassTransportError, "cancelled")
