@@ -68,7 +68,7 @@ func NewReplay(h *ledger.History, asOf time.Time) (*Replay, error) {
 	for _, e := range entries {
 		at := eventTime(e)
 		r.Steps = append(r.Steps, Step{
-			Revision: e.Revision, Type: e.Type, At: at, Elapsed: at.Sub(submitted),
+			Revision: e.Revision, Type: e.Type, At: at, Elapsed: at.Sub(submitted).Round(time.Millisecond),
 			Attempt: attemptOf(e.Event), Detail: detailOf(e.Event), Actor: e.Metadata.Actor,
 		})
 	}
