@@ -59,7 +59,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("method", c.Request().Method),
 			slog.String("route", route),
 			slog.Int("status", status),
-			slog.Duration("elapsed", elapsed),
+			slog.Float64("elapsed_ms", float64(elapsed.Microseconds())/1000),
 			slog.String("actor", principal(c).Name))
 		return nil
 	}
