@@ -93,3 +93,23 @@ func FuzzReviewIDPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseWindow: an accepted SLO window is positive and at most 366 days.
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"1h", "7d", "90s", "366d", "367d", "-1h", "0s", "1.5d", "106751991167301d", "d", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		d, err := parseWindow(q)
+		if err != nil {
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) || fe.Field != "window" {
+				t.Fatalf("%q: error %v does not name window", q, err)
+			}
+			return
+		}
+		if d <= 0 || d > maxSLOWindow {
+			t.Fatalf("%q accepted as %s", q, d)
+		}
+	})
+}
