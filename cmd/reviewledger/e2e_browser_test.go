@@ -1,0 +1,56 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/reviewledger/reviewledger/api/ui/uitest"
+)
+
+// testBrowser: a moderator works an escalated review in the UI served by
+// the real server, in headless Chromium (package uitest). Skipped only
+// when Chromium is missing and CI is unset.
+func testBrowser(t *testing.T, srv *e2eServer) {
+	uitest.Chromium(t)
+	const id = "e2e-browser-0001"
+	srv.Provider.script(id, status(http.StatusBadRequest, ""))
+	srv.submit(t, id, "e2e_fast", content("for the browser"))
+	if got := srv.waitSettled(t, id); got.State != "manual_review" {
+		t.Fatalf("review %+v, want manual_review", got)
+	}
+	srv.waitQueued(t, id, "e2e_fast")
+
+	page := uitest.Start(t, srv.URL)
+	page.Open("/")
+	page.SignIn(tokModeratorUI)
+	page.WaitText(uitest.Row(id), "e2e_fast")
+	page.WaitText(uitest.Row(id), "provider refused")
+
+	page.Click(uitest.Row(id) + " button.claim")
+	page.WaitText("#queue-notice", "You claimed "+id+" until")
+	page.WaitText("#who", "Signed in as uma")
+
+	page.Click(uitest.Row(id) + " a")
+	page.WaitText("#review-state", "manual review")
+	const note = "Checked in the browser; fine."
+	page.Type("#decision-note", note)
+	page.Click("#decide-accept")
+	page.WaitText("#decision-result", "Decision recorded: accepted")
+	page.WaitText("#review-state", "accepted")
+	page.WaitGone(uitest.Row(id))
+
+	got := srv.review(t, id)
+	if got.State != "accepted" || got.DecidedAt == nil {
+		t.Errorf("review %+v after the browser's decision", got)
+	}
+	evs := srv.events(t, id)
+	last := evs[len(evs)-1]
+	if last.Type != "ManualDecisionRecorded" || last.field("moderator") != "uma" || last.field("note") != note {
+		t.Errorf("last event %s %s", last.Type, last.Data)
+	}
+	srv.waitUnqueued(t, id, "e2e_fast")
+	if probs := page.ConsoleProblems(); len(probs) > 0 {
+		t.Errorf("browser console reported problems:\n%s", strings.Join(probs, "\n"))
+	}
+}

@@ -1,0 +1,511 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testSubmitAndRead: a review the provider accepts, the request the
+// provider saw, resubmission, and every error status of submit and auth.
+func testSubmitAndRead(t *testing.T, srv *e2eServer) {
+	const id = "e2e-submit-0001"
+	body := submitBody(id, "e2e_fast", content("caption: hello"))
+	res := srv.expect(t, http.StatusAccepted, http.MethodPost, "/v1/reviews", tokSubmitter, body)
+	first := decode[reviewView](t, res)
+	if first.ReviewID != id || first.ContentClass != "e2e_fast" || first.SubmittedAt.IsZero() || !first.Deadline.After(first.SubmittedAt) {
+		t.Errorf("submit answered %+v", first)
+	}
+
+	got := srv.waitSettled(t, id)
+	if got.State != "accepted" || got.Attempts != 1 || got.DecidedAt == nil || got.DecidedAt.Before(got.SubmittedAt) {
+		t.Fatalf("review %+v, want accepted after 1 attempt with decided_at set", got)
+	}
+	if !slices.Equal(got.Reasons, []string{"looks fine"}) {
+		t.Errorf("reasons %q, want the provider's", got.Reasons)
+	}
+
+	t.Run("the provider saw one attempt as DESIGN 5.4 says", func(t *testing.T) {
+		calls := srv.Provider.seen(id)
+		if len(calls) != 1 {
+			t.Fatalf("provider saw %d requests, want 1", len(calls))
+		}
+		c := calls[0]
+		if c.IdempotencyKey != id || c.Attempt != "1" || !strings.HasPrefix(c.ContentType, "application/json") {
+			t.Errorf("headers: Idempotency-Key %q, X-Review-Attempt %q, Content-Type %q", c.IdempotencyKey, c.Attempt, c.ContentType)
+		}
+		want := map[string]any{"review_id": id, "attempt": float64(1), "content_class": "e2e_fast", "content_type": "text/plain", "content": content("caption: hello")}
+		if !reflect.DeepEqual(c.Body, want) {
+			t.Errorf("body %v\nwant %v", c.Body, want)
+		}
+	})
+
+	t.Run("the same submission again answers 200 with the same view", func(t *testing.T) {
+		again := decode[reviewView](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/reviews", tokSubmitter, body))
+		if !reflect.DeepEqual(again, srv.review(t, id)) {
+			t.Errorf("resubmit view %+v differs from GET", again)
+		}
+		if n := len(srv.Provider.seen(id)); n != 1 {
+			t.Errorf("provider saw %d requests after a resubmission, want 1", n)
+		}
+	})
+
+	t.Run("sixteen concurrent submissions make one review", func(t *testing.T) {
+		const id = "e2e-submit-concurrent"
+		statuses := make([]int, 16)
+		var wg sync.WaitGroup
+		for i := range statuses {
+			wg.Go(func() {
+				statuses[i] = srv.call(t, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody(id, "e2e_fast", content("same"))).Status
+			})
+		}
+		wg.Wait()
+		counts := map[int]int{}
+		for _, s := range statuses {
+			counts[s]++
+		}
+		if counts[http.StatusAccepted] != 1 || counts[http.StatusOK] != 15 {
+			t.Errorf("statuses %v, want one 202 and fifteen 200", counts)
+		}
+		srv.waitSettled(t, id)
+		if n := len(ofType(srv.events(t, id), "Submitted")); n != 1 {
+			t.Errorf("%d Submitted events, want 1", n)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		pr := srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody(id, "e2e_fast", content("other text")))
+		if !strings.Contains(pr.Type, "review-exists") {
+			t.Errorf("other content: problem type %q", pr.Type)
+		}
+		srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody(id, "e2e_gate", content("caption: hello")))
+		pr = srv.expectProblem(t, http.StatusUnprocessableEntity, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody("e2e-unknown-class", "no_such_class", content("x")))
+		if pr.Field != "content_class" {
+			t.Errorf("unknown class names field %q, want content_class", pr.Field)
+		}
+		for _, bad := range []string{"has space", "", strings.Repeat("a", 129), "slash/inside", "ümlaut"} {
+			pr := srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody(bad, "e2e_fast", content("x")))
+			if pr.Field != "review_id" && !strings.Contains(pr.Detail, "review_id") {
+				t.Errorf("bad ID %q: problem %+v does not name review_id", bad, pr)
+			}
+		}
+		srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews", tokSubmitter, []byte(`{"review_id":`))
+		big := submitBody("e2e-too-big", "e2e_fast", content(strings.Repeat("x", e2eMaxBody)))
+		srv.expectProblem(t, http.StatusRequestEntityTooLarge, http.MethodPost, "/v1/reviews", tokSubmitter, big)
+		srv.expectProblem(t, http.StatusNotFound, http.MethodGet, "/v1/reviews/e2e-never-submitted", tokSubmitter, nil)
+		if res := srv.call(t, http.MethodGet, "/v1/reviews/e2e-too-big", tokSubmitter, nil); res.Status != http.StatusNotFound {
+			t.Errorf("a refused submission was stored: %s", res)
+		}
+	})
+
+	t.Run("authentication and roles", func(t *testing.T) {
+		routes := []struct {
+			method, path string
+			body         any
+			allowed      []string // tokens whose role may call it, besides admin
+			refused      []string
+		}{
+			{http.MethodPost, "/v1/reviews", submitBody(id, "e2e_fast", content("caption: hello")), []string{tokSubmitter}, []string{tokModerator, tokAuditor}},
+			{http.MethodGet, "/v1/reviews/" + id, nil, []string{tokSubmitter, tokModerator, tokAuditor}, nil},
+			{http.MethodGet, "/v1/reviews/" + id + "/events", nil, []string{tokAuditor}, []string{tokSubmitter, tokModerator}},
+			{http.MethodGet, "/v1/manual-queue", nil, []string{tokModerator}, []string{tokSubmitter, tokAuditor}},
+			{http.MethodPost, "/v1/manual-queue/" + id + "/claim", nil, []string{tokModerator}, []string{tokSubmitter, tokAuditor}},
+			{http.MethodPost, "/v1/reviews/" + id + "/decision", map[string]any{"state": "accepted", "expected_version": 0}, []string{tokModerator}, []string{tokSubmitter, tokAuditor}},
+			{http.MethodGet, "/v1/slo", nil, []string{tokModerator, tokAuditor}, []string{tokSubmitter}},
+		}
+		for _, r := range routes {
+			name := r.method + " " + r.path
+			res := srv.call(t, r.method, r.path, "", r.body)
+			checkProblem(t, res, http.StatusUnauthorized)
+			if res.Status != http.StatusUnauthorized {
+				t.Errorf("%s without a token: %s", name, res)
+			}
+			if res := srv.call(t, r.method, r.path, "not-a-configured-token-000", r.body); res.Status != http.StatusUnauthorized {
+				t.Errorf("%s with an unknown token: %s", name, res)
+			}
+			for _, tok := range r.refused {
+				res := srv.call(t, r.method, r.path, tok, r.body)
+				checkProblem(t, res, http.StatusForbidden)
+				if res.Status != http.StatusForbidden {
+					t.Errorf("%s with token %s: %s, want 403", name, tok[:12], res)
+				}
+			}
+			// Claim and decision answer 409 on this accepted review: the
+			// role passed.
+			for _, tok := range append(slices.Clone(r.allowed), tokAdmin) {
+				res := srv.call(t, r.method, r.path, tok, r.body)
+				if res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden || res.Status >= 500 {
+					t.Errorf("%s with token %s: %s, want the role to pass", name, tok[:12], res)
+				}
+			}
+		}
+		for _, path := range []string{"/healthz", "/metrics", "/openapi.json", "/"} {
+			srv.expect(t, http.StatusOK, http.MethodGet, path, "", nil)
+		}
+	})
+}
+
+// testTimeoutsEscalate: a provider that never answers. The review ends in
+// manual_review after max_attempts, never in a decision; moderators claim
+// and decide it.
+func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
+	const id = "e2e-timeouts-0001"
+	srv.Provider.script(id, hang())
+	srv.submit(t, id, "e2e_fast", content("never answered"))
+
+	got := srv.waitSettled(t, id)
+	if got.State != "manual_review" || got.Attempts != 3 || got.DecidedAt != nil {
+		t.Fatalf("review %+v, want manual_review after 3 attempts, not decided", got)
+	}
+	evs := srv.events(t, id)
+	want := []string{"Submitted",
+		"AttemptStarted", "AttemptTimedOut",
+		"AttemptStarted", "AttemptTimedOut",
+		"AttemptStarted", "AttemptTimedOut",
+		"Escalated"}
+	if !slices.Equal(eventTypes(evs), want) {
+		t.Fatalf("events %v\nwant %v", eventTypes(evs), want)
+	}
+	for i, e := range ofType(evs, "AttemptTimedOut") {
+		if e.field("classification") != "deadline_exceeded" || e.field("attempt") != float64(i+1) {
+			t.Errorf("AttemptTimedOut %s", e.Data)
+		}
+	}
+	esc := evs[len(evs)-1]
+	if esc.field("state") != "manual_review" || esc.field("reason") != "attempts_exhausted" {
+		t.Errorf("Escalated %s, want manual_review for attempts_exhausted", esc.Data)
+	}
+	calls := srv.Provider.seen(id)
+	if len(calls) != 3 {
+		t.Fatalf("provider saw %d attempts, want 3", len(calls))
+	}
+	for i, c := range calls {
+		if c.IdempotencyKey != id || c.Attempt != strconv.Itoa(i+1) || c.Body["attempt"] != float64(i+1) {
+			t.Errorf("attempt %d: Idempotency-Key %q, X-Review-Attempt %q, body attempt %v", i+1, c.IdempotencyKey, c.Attempt, c.Body["attempt"])
+		}
+	}
+
+	it := srv.waitQueued(t, id, "e2e_fast")
+	if it.Reason != "attempts_exhausted" || it.Attempts != 3 || it.ContentClass != "e2e_fast" || it.ClaimedBy != nil || it.EscalatedAt.IsZero() {
+		t.Errorf("queue item %+v", it)
+	}
+
+	claim := decode[map[string]any](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator, nil))
+	if claim["claimed_by"] != "mona" || claim["claim_expires_at"] == nil {
+		t.Errorf("claim answered %v", claim)
+	}
+	pr := srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator2, nil)
+	if !strings.Contains(pr.Type, "claimed-by-other") {
+		t.Errorf("second claim: problem type %q", pr.Type)
+	}
+	eventually(t, "the claim to show in the queue", func() (bool, string) {
+		it, _ := queued(srv.queue(t, "?content_class=e2e_fast&limit=1000"), id)
+		return it.ClaimedBy != nil && *it.ClaimedBy == "mona" && it.ClaimExpiresAt != nil, fmt.Sprintf("%+v", it)
+	})
+
+	decision := func(v uint64) map[string]any {
+		return map[string]any{"state": "accepted", "note": "checked by hand", "expected_version": v}
+	}
+	srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, decision(got.Version-1))
+	srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, map[string]any{"state": "accepted"})
+	srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, map[string]any{"state": "maybe", "expected_version": got.Version})
+	decided := decode[reviewView](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, decision(got.Version)))
+	if decided.State != "accepted" || decided.DecidedAt == nil || decided.Version != got.Version+1 {
+		t.Errorf("decision answered %+v", decided)
+	}
+	if now := srv.review(t, id); now.State != "accepted" {
+		t.Errorf("review %+v after the decision", now)
+	}
+	last := srv.events(t, id)
+	if e := last[len(last)-1]; e.Type != "ManualDecisionRecorded" || e.field("moderator") != "mona" || e.field("note") != "checked by hand" {
+		t.Errorf("last event %s %s", e.Type, e.Data)
+	}
+	srv.waitUnqueued(t, id, "e2e_fast")
+	srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, decision(decided.Version))
+}
+
+// testCallbacks: asynchronous findings by signed callback, on time and late,
+// and refused signatures.
+func testCallbacks(t *testing.T, srv *e2eServer) {
+	t.Run("an on-time callback decides", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-callback-ontime"
+		srv.Provider.script(id, async("rejected", "spam link"))
+		srv.submit(t, id, "e2e_async", content("async"))
+		got := srv.waitSettled(t, id)
+		if got.State != "rejected" || got.Attempts != 1 || !slices.Equal(got.Reasons, []string{"spam link"}) {
+			t.Fatalf("review %+v, want rejected after 1 attempt for the callback's reason", got)
+		}
+		if st := srv.Provider.callbackStatuses(id); !slices.Equal(st, []int{http.StatusOK}) {
+			t.Errorf("callback statuses %v, want [200]", st)
+		}
+		f := ofType(srv.events(t, id), "FindingReceived")
+		if len(f) != 1 || f[0].field("source") != "callback" || f[0].field("attempt") != float64(1) {
+			t.Errorf("findings %v", f)
+		}
+	})
+
+	t.Run("a late callback is a conflicting completion", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-callback-late"
+		srv.Provider.script(id, async(""), accept())
+		srv.submit(t, id, "e2e_async", content("late"))
+		eventually(t, "attempt 1 to time out", func() (bool, string) {
+			evs := srv.events(t, id)
+			for _, e := range ofType(evs, "AttemptTimedOut") {
+				if e.field("attempt") == float64(1) {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(eventTypes(evs))
+		})
+		res, err := srv.Provider.postCallback(id, 1, "rejected", []string{"too late"}, time.Now(), e2eSecretKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProblem(t, res, http.StatusConflict)
+		if res.Status != http.StatusConflict {
+			t.Fatalf("late callback: %s, want 409", res)
+		}
+		got := srv.waitSettled(t, id)
+		if got.State != "accepted" || got.Attempts != 2 {
+			t.Errorf("review %+v, want accepted by attempt 2, untouched by the late callback", got)
+		}
+		for _, f := range ofType(srv.events(t, id), "FindingReceived") {
+			if f.field("attempt") != float64(2) {
+				t.Errorf("finding of attempt %v recorded", f.field("attempt"))
+			}
+		}
+		eventually(t, "the conflicting completion in /v1/slo", func() (bool, string) {
+			s := decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokAuditor, nil))
+			return s.ConflictingCompletions >= 1, fmt.Sprintf("%+v", s)
+		})
+	})
+
+	t.Run("bad and stale signatures are refused", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-callback-unsigned"
+		srv.Provider.script(id, async(""))
+		srv.submit(t, id, "e2e_async", content("unsigned"))
+		eventually(t, "attempt 1 to start", func() (bool, string) {
+			return len(srv.Provider.seen(id)) >= 1, "no request yet"
+		})
+		for name, send := range map[string]func() (response, error){
+			"wrong key": func() (response, error) {
+				return srv.Provider.postCallback(id, 1, "accepted", nil, time.Now(), []byte("some-other-key-0123456789abcdef!"))
+			},
+			"stale timestamp": func() (response, error) {
+				return srv.Provider.postCallback(id, 1, "accepted", nil, time.Now().Add(-10*time.Minute), e2eSecretKey)
+			},
+			"timestamp from the future": func() (response, error) {
+				return srv.Provider.postCallback(id, 1, "accepted", nil, time.Now().Add(10*time.Minute), e2eSecretKey)
+			},
+		} {
+			res, err := send()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != http.StatusUnauthorized {
+				t.Errorf("%s: %s, want 401", name, res)
+				continue
+			}
+			checkProblem(t, res, http.StatusUnauthorized)
+		}
+		res := srv.call(t, http.MethodPost, "/v1/reviews/"+id+"/findings", "", map[string]any{"review_id": id, "attempt": 1, "state": "accepted"})
+		if res.Status != http.StatusUnauthorized {
+			t.Errorf("unsigned callback: %s, want 401", res)
+		}
+		got := srv.waitSettled(t, id)
+		if got.State != "manual_review" || len(ofType(srv.events(t, id), "FindingReceived")) != 0 {
+			t.Errorf("review %+v after refused callbacks, want manual_review with no finding", got)
+		}
+	})
+}
+
+// testProviderAnswers: the rows of the DESIGN 5.4 table.
+func testProviderAnswers(t *testing.T, srv *e2eServer) {
+	cases := []struct {
+		name     string
+		id       string
+		steps    []step
+		state    string
+		attempts int
+		closed   []string // classifications of the AttemptTimedOut events, in order
+		reason   string   // of the Escalated event, if any
+	}{
+		{
+			name: "429 with Retry-After is retried within the budget", id: "e2e-answer-429",
+			steps: []step{status(http.StatusTooManyRequests, "1"), accept()},
+			state: "accepted", attempts: 2, closed: []string{"rate_limited"},
+		},
+		{
+			name: "503 and 500 are retried", id: "e2e-answer-5xx",
+			steps: []step{status(http.StatusServiceUnavailable, ""), status(http.StatusInternalServerError, ""), finding("rejected", "hate speech")},
+			state: "rejected", attempts: 3, closed: []string{"provider_unavailable", "*"},
+		},
+		{
+			name: "400 escalates at once", id: "e2e-answer-400",
+			steps: []step{status(http.StatusBadRequest, "")},
+			state: "manual_review", attempts: 1, closed: []string{"*"}, reason: "provider_refused",
+		},
+		{
+			name: "invalid findings are never decisions", id: "e2e-answer-invalid",
+			steps: []step{
+				answer200(func(id string) any { return map[string]any{"review_id": id, "state": "maybe"} }),
+				answer200(func(string) any { return map[string]any{"review_id": "someone-else", "state": "rejected"} }),
+				answer200(func(string) any { return "not a finding" }),
+			},
+			state: "manual_review", attempts: 3, closed: []string{"invalid_finding", "invalid_finding", "invalid_finding"}, reason: "attempts_exhausted",
+		},
+		{
+			name: "an invalid finding is retried", id: "e2e-answer-invalid-then-valid",
+			steps: []step{answer200(func(id string) any { return map[string]any{"review_id": id, "reasons": []string{}} }), accept()},
+			state: "accepted", attempts: 2, closed: []string{"invalid_finding"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv.Provider.script(tc.id, tc.steps...)
+			srv.submit(t, tc.id, "e2e_fast", content(tc.name))
+			got := srv.waitSettled(t, tc.id)
+			if got.State != tc.state || got.Attempts != tc.attempts {
+				t.Fatalf("review %+v, want %s after %d attempts", got, tc.state, tc.attempts)
+			}
+			evs := srv.events(t, tc.id)
+			timedOut := ofType(evs, "AttemptTimedOut")
+			if len(timedOut) != len(tc.closed) {
+				t.Fatalf("%d AttemptTimedOut, want %d: %v", len(timedOut), len(tc.closed), eventTypes(evs))
+			}
+			for i, e := range timedOut {
+				if tc.closed[i] != "*" && e.field("classification") != tc.closed[i] {
+					t.Errorf("attempt %d closed as %v, want %s", i+1, e.field("classification"), tc.closed[i])
+				}
+			}
+			findings := ofType(evs, "FindingReceived")
+			if tc.state == "manual_review" {
+				if len(findings) != 0 {
+					t.Errorf("findings recorded: %v", findings)
+				}
+				esc := ofType(evs, "Escalated")
+				if len(esc) != 1 || esc[0].field("reason") != tc.reason {
+					t.Errorf("escalations %v, want one for %s", esc, tc.reason)
+				}
+			} else if len(findings) != 1 || findings[0].field("attempt") != float64(tc.attempts) {
+				t.Errorf("findings %v, want one, of the last attempt", findings)
+			}
+			if n := len(srv.Provider.seen(tc.id)); n != tc.attempts {
+				t.Errorf("provider saw %d attempts, want %d", n, tc.attempts)
+			}
+		})
+	}
+	t.Run("429 wait is recorded", func(t *testing.T) {
+		t.Parallel()
+		// Its own review: the case above may still run.
+		const id = "e2e-answer-429-recorded"
+		srv.Provider.script(id, status(http.StatusTooManyRequests, "1"), accept())
+		srv.submit(t, id, "e2e_fast", content("429"))
+		srv.waitSettled(t, id)
+		to := ofType(srv.events(t, id), "AttemptTimedOut")
+		if len(to) != 1 || to[0].field("retry_after_ms") != float64(1000) {
+			t.Errorf("AttemptTimedOut %v, want retry_after_ms 1000", to)
+		}
+	})
+}
+
+// testClassPolicies: on_exhaustion rejected, human_gate and four-eyes.
+func testClassPolicies(t *testing.T, srv *e2eServer) {
+	t.Run("a fail-closed class rejects when exhausted", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-policy-closed"
+		srv.Provider.script(id, status(http.StatusServiceUnavailable, ""))
+		srv.submit(t, id, "e2e_closed", content("closed"))
+		got := srv.waitSettled(t, id)
+		if got.State != "rejected" || got.Attempts != 3 || got.DecidedAt == nil {
+			t.Fatalf("review %+v, want rejected after 3 attempts", got)
+		}
+		esc := ofType(srv.events(t, id), "Escalated")
+		if len(esc) != 1 || esc[0].field("state") != "rejected" {
+			t.Errorf("escalations %v", esc)
+		}
+		if len(ofType(srv.events(t, id), "FindingReceived")) != 0 {
+			t.Error("a finding was recorded for a provider that never answered")
+		}
+		srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator, nil)
+	})
+
+	t.Run("a human-gate class sends acceptances to a moderator", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-policy-gate"
+		srv.submit(t, id, "e2e_gate", content("gated"))
+		got := srv.waitSettled(t, id)
+		if got.State != "manual_review" || got.DecidedAt != nil {
+			t.Fatalf("review %+v, want manual_review", got)
+		}
+		evs := srv.events(t, id)
+		if len(ofType(evs, "FindingReceived")) != 1 || ofType(evs, "Escalated")[0].field("reason") != "human_gate" {
+			t.Errorf("events %v", eventTypes(evs))
+		}
+		it := srv.waitQueued(t, id, "e2e_gate")
+		if it.Reason != "human_gate" {
+			t.Errorf("queue item %+v", it)
+		}
+	})
+
+	t.Run("a four-eyes class needs two moderators", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-policy-four-eyes"
+		srv.submit(t, id, "e2e_four_eyes", content("restricted"))
+		got := srv.waitSettled(t, id)
+		if got.State != "manual_review" {
+			t.Fatalf("review %+v, want manual_review", got)
+		}
+		vote := func(v uint64) map[string]any {
+			return map[string]any{"state": "rejected", "note": "restricted", "expected_version": v}
+		}
+		one := decode[reviewView](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, vote(got.Version)))
+		if one.State != "manual_review" || one.Version != got.Version+1 || one.DecidedAt != nil {
+			t.Fatalf("after one vote: %+v, want still manual_review", one)
+		}
+		pr := srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, vote(one.Version))
+		if !strings.Contains(pr.Type, "already-approved") {
+			t.Errorf("second vote of the same moderator: problem type %q", pr.Type)
+		}
+		two := decode[reviewView](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator2, vote(one.Version)))
+		if two.State != "rejected" || two.DecidedAt == nil {
+			t.Fatalf("after two votes: %+v, want rejected", two)
+		}
+		evs := srv.events(t, id)
+		last := evs[len(evs)-1]
+		approvers, _ := last.field("approvers").([]any)
+		got2 := make([]string, 0, len(approvers))
+		for _, a := range approvers {
+			got2 = append(got2, fmt.Sprint(a))
+		}
+		slices.Sort(got2)
+		if last.Type != "ManualDecisionRecorded" || !slices.Equal(got2, []string{"max", "mona"}) {
+			t.Errorf("last event %s %s, want a decision approved by max and mona", last.Type, last.Data)
+		}
+		srv.waitUnqueued(t, id, "e2e_four_eyes")
+	})
+}
+
+// sloComparable is /v1/slo without the fields that move with the clock.
+func sloComparable(s map[string]any) map[string]any {
+	out := maps.Clone(s)
+	delete(out, "from")
+	delete(out, "to")
+	if q, ok := out["manual_queue"].(map[string]any); ok {
+		q = maps.Clone(q)
+		delete(q, "oldest_age_seconds")
+		out["manual_queue"] = q
+	}
+	return out
+}
