@@ -49,7 +49,9 @@ func (s *Service) openPubSub() error {
 			return pub.Close()
 		}
 	case PubSubNATS:
-		nc, err := nats.Connect(s.cfg.NATSURL, nats.Name("reviewledger-runner"))
+		closed := make(chan struct{})
+		nc, err := nats.Connect(s.cfg.NATSURL, nats.Name("reviewledger-runner"),
+			nats.DrainTimeout(5*time.Second), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 		if err != nil {
 			return fmt.Errorf("REVIEWLEDGER_NATS_URL %s: %w", s.cfg.NATSURL, err)
 		}
@@ -83,11 +85,16 @@ func (s *Service) openPubSub() error {
 		}
 		s.publisher, s.subscriber = pub, sub
 		s.closePub = func() error {
+			// The subscriber drains the shared connection, which closes
+			// it when done; wait for that, so nothing outlives the runner.
 			err := sub.Close()
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+			}
 			if perr := pub.Close(); err == nil {
 				err = perr
 			}
-			nc.Close()
 			return err
 		}
 	}

@@ -1,10 +1,3 @@
-//go:build !race
-
-// watermill-nats v2.1.3's JetStream subscriber closes its output channel
-// while its consume callbacks may still send on it, which the race detector
-// reports on every shutdown after a delivery; so this test runs in the
-// non-race pass: go test -run DispatchNATS ./api/runner (docs/runner.md).
-
 package runner
 
 import (

@@ -296,7 +296,13 @@ func (s *Service) Run(ctx context.Context) error {
 	<-ctx.Done()
 	loops.Wait()
 
-	// Stop taking work first, then stop the reviews in progress.
+	// Stop taking work first, then stop the reviews in progress. Taking
+	// runMu orders every hand-off already made before the subscriber's
+	// shutdown (watermill-nats closes its output channel without
+	// synchronising with its senders; see docs/runner.md).
+	s.runMu.Lock()
+	//lint:ignore SA2001 an empty critical section is the point
+	s.runMu.Unlock()
 	closeErr := router.Close()
 	stopRouter()
 	<-routerDone
