@@ -182,6 +182,10 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	if esc.field("state") != "manual_review" || esc.field("reason") != "attempts_exhausted" {
 		t.Errorf("Escalated %s, want manual_review for attempts_exhausted", esc.Data)
 	}
+	// Within the budget, by the server's own clock.
+	if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(esc.field("at"))); err != nil || at.After(got.Deadline) {
+		t.Errorf("escalated at %v (%v), after the deadline %s", esc.field("at"), err, got.Deadline)
+	}
 	calls := srv.Provider.seen(id)
 	if len(calls) != 3 {
 		t.Fatalf("provider saw %d attempts, want 3", len(calls))
@@ -232,8 +236,25 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 }
 
 // testCallbacks: asynchronous findings by signed callback, on time and late,
-// and refused signatures.
+// and refused signatures; then the SLO of their class, which only they use.
 func testCallbacks(t *testing.T, srv *e2eServer) {
+	t.Run("each", func(t *testing.T) { testEachCallback(t, srv) })
+	if t.Failed() {
+		return
+	}
+	// Two findings within budget, one escalation, one conflicting completion.
+	var s sloView
+	eventually(t, "the e2e_async outcomes in /v1/slo", func() (bool, string) {
+		s = decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil))
+		return s.Total == 3 && s.CompletedWithinBudget+s.Escalated == 3, fmt.Sprintf("%+v", s)
+	})
+	if s.CompletedWithinBudget != 2 || s.Escalated != 1 || s.ConflictingCompletions < 1 ||
+		s.WithinBudgetRatio < 0.66 || s.WithinBudgetRatio > 0.67 || s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 < s.LatencyMS.P50 {
+		t.Errorf("SLO of e2e_async %+v, want 3 reviews: 2 within budget, 1 escalated, a conflicting completion", s)
+	}
+}
+
+func testEachCallback(t *testing.T, srv *e2eServer) {
 	t.Run("an on-time callback decides", func(t *testing.T) {
 		t.Parallel()
 		const id = "e2e-callback-ontime"
@@ -413,9 +434,17 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 		srv.Provider.script(id, status(http.StatusTooManyRequests, "1"), accept())
 		srv.submit(t, id, "e2e_fast", content("429"))
 		srv.waitSettled(t, id)
-		to := ofType(srv.events(t, id), "AttemptTimedOut")
+		evs := srv.events(t, id)
+		to := ofType(evs, "AttemptTimedOut")
 		if len(to) != 1 || to[0].field("retry_after_ms") != float64(1000) {
-			t.Errorf("AttemptTimedOut %v, want retry_after_ms 1000", to)
+			t.Fatalf("AttemptTimedOut %v, want retry_after_ms 1000", to)
+		}
+		// The retry waited as asked, by the server's own clock.
+		closedAt, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(to[0].field("at")))
+		started := ofType(evs, "AttemptStarted")
+		retriedAt, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(started[len(started)-1].field("started_at")))
+		if err1 != nil || err2 != nil || retriedAt.Sub(closedAt) < time.Second {
+			t.Errorf("attempt 2 started at %s, attempt 1 answered 429 at %s with Retry-After: 1 (%v, %v)", retriedAt, closedAt, err1, err2)
 		}
 	})
 }
