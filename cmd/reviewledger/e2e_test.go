@@ -9,7 +9,9 @@ package main
 //
 // The scenarios sharing one server (TestE2E) run as parallel subtests; the
 // audit, crash and configuration scenarios have servers of their own. Set
-// E2E_KEEP_LOGS=1 to print every server's logs, not only a failing one's.
+// E2E_KEEP_LOGS=1 to print every server's logs, not only a failing one's,
+// and E2E_RACE=1 to build the served binary with the race detector (a
+// server that reports a race fails the test).
 
 import (
 	"bytes"
@@ -157,7 +159,11 @@ func reviewledgerBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "reviewledger")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		args := []string{"build", "-o", binPath}
+		if os.Getenv("E2E_RACE") != "" {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, ".")...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
