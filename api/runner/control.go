@@ -43,6 +43,10 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 	var (
 		retryAfter time.Duration
 		pl         *payload
+		// lastFailure is how the review's latest attempt ended, when it
+		// ended without a finding; resumed runs read it from the history.
+		lastFailure domain.Classification
+		first       = true
 	)
 	for {
 		rv, err := s.ledger.Load(ctx, reviewID)
@@ -61,6 +65,12 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 			return s.finish(ctx, rv)
 		}
 		now := s.clock.Now()
+		if n, _, _, _ := rv.InFlight(); first && n == 0 && rv.Attempts() > 0 {
+			if lastFailure, retryAfter, err = s.lastFailure(ctx, reviewID, now); err != nil {
+				return s.failed(ctx, reviewID, err)
+			}
+		}
+		first = false
 		if n, _, started, timeout := rv.InFlight(); n != 0 {
 			// Not this run's attempt: another worker's, or one left by a
 			// worker that died. A live worker closes its attempt by its
@@ -83,6 +93,7 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 				return s.failed(ctx, reviewID, err)
 			}
 			s.logAttempt(rv.Review, n, string(domain.ClassWorkerLost), ev.ElapsedMS, now)
+			lastFailure, retryAfter = domain.ClassWorkerLost, 0
 			continue
 		}
 
@@ -121,7 +132,11 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 				}
 				return nil
 			}
-			if !s.budget.allow(now) {
+			// Retrying an attempt lost with its worker, or stopped by a
+			// shutdown, is recovery, not a provider failure: the retry
+			// budget neither refuses nor counts it.
+			recovery := lastFailure == domain.ClassWorkerLost || lastFailure == domain.ClassCancelled
+			if !recovery && !s.budget.allow(now) {
 				s.metrics.retryBudgetExhausted.WithLabelValues(s.cfg.ProviderName).Inc()
 				if err := s.escalate(ctx, rv, domain.ReasonRetryBudgetExhausted, "retries over "+s.cfg.ProviderName+"'s share of recent attempts", actorRunner); err != nil {
 					if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
@@ -156,7 +171,7 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 			}
 			return s.failed(ctx, reviewID, err)
 		}
-		retry := started.Attempt > 1
+		retry := started.Attempt > 1 && lastFailure != domain.ClassWorkerLost && lastFailure != domain.ClassCancelled
 		s.budget.record(now, retry)
 		s.metrics.observeBudget(s.budget, now, s.cfg.ProviderName)
 
@@ -164,11 +179,27 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 		if ctx.Err() != nil {
 			return s.interrupted(ctx, reviewID, started.Attempt)
 		}
-		retryAfter = res.RetryAfter
+		retryAfter, lastFailure = res.RetryAfter, res.Classification
 		if err := s.conclude(ctx, open, started, res); err != nil {
 			return s.failed(ctx, reviewID, err)
 		}
 	}
+}
+
+// lastFailure reads how a resumed review's latest attempt ended and what
+// is left of the provider's Retry-After then.
+func (s *Service) lastFailure(ctx context.Context, reviewID string, now time.Time) (domain.Classification, time.Duration, error) {
+	hist, err := s.ledger.History(ctx, reviewID)
+	if err != nil {
+		return "", 0, err
+	}
+	for i := len(hist.Events) - 1; i >= 0; i-- {
+		if ev, ok := hist.Events[i].Event.(domain.AttemptTimedOut); ok {
+			until := ev.At.Add(time.Duration(ev.RetryAfterMS) * time.Millisecond)
+			return ev.Classification, max(0, until.Sub(now)), nil
+		}
+	}
+	return "", 0, nil
 }
 
 // attemptResult is what one attempt came to.

@@ -426,3 +426,29 @@ func TestAsyncCallbackOnAnotherProcess(t *testing.T) {
 		t.Errorf("%v conflicts counted for the runner's own timeout", n)
 	}
 }
+
+// Retrying an attempt lost with its worker is recovery: the retry budget
+// does not refuse it, even when spent.
+func TestRecoveryIsNotChargedToTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []step{finding("rev-rec", domain.DecisionAccepted)}, func(c *Config) {
+		c.RetryBudget, c.RetryBudgetMinRetries = 0.01, 1
+	})
+	h.budget.record(h.clock.Now(), true) // the budget is spent
+	if h.budget.allow(h.clock.Now()) {
+		t.Fatal("budget not spent")
+	}
+	rv := h.submit(t, "rev-rec", "c")
+	st, _ := rv.StartAttempt(h.clock.Now())
+	if _, err := h.ledger.Append(context.Background(), rv, actorRunner, st); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(10 * time.Second / 2)
+	if err := h.Review(context.Background(), "rev-rec"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Submitted", "AttemptStarted", "AttemptTimedOut:worker_lost", "AttemptStarted", "FindingReceived:accepted:response"}
+	if got := h.types(t, "rev-rec"); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}

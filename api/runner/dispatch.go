@@ -30,16 +30,27 @@ func (s *Service) openPubSub() error {
 		db := wsql.BeginnerFromPgx(s.cfg.Pool)
 		schema := wsql.PostgreSQLQueueSchema{GeneratePayloadType: func(string) string { return "BYTEA" }, SubscribeBatchSize: 1}
 		offsets := wsql.PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true}
-		pub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
+		pub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: schema}, logger)
 		if err != nil {
 			return fmt.Errorf("REVIEWLEDGER_PUBSUB=postgres: publisher: %w", err)
 		}
 		sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{
-			SchemaAdapter: schema, OffsetsAdapter: offsets, InitializeSchema: true,
-			PollInterval: 250 * time.Millisecond,
+			SchemaAdapter: schema, OffsetsAdapter: offsets, PollInterval: 250 * time.Millisecond,
 		}, logger)
 		if err != nil {
 			return fmt.Errorf("REVIEWLEDGER_PUBSUB=postgres: subscriber: %w", err)
+		}
+		// The queue table is created once, here, before anything publishes
+		// or subscribes: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe
+		// against itself, so processes starting together may collide and
+		// try again.
+		for i := 0; ; i++ {
+			if err = sub.SubscribeInitialize(s.cfg.Topic); err == nil || i == 2 {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("REVIEWLEDGER_PUBSUB=postgres: queue table: %w", err)
 		}
 		s.publisher, s.subscriber = pub, sub
 		s.closePub = func() error {

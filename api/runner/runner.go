@@ -209,6 +209,8 @@ type Service struct {
 	publisher  message.Publisher
 	subscriber message.Subscriber
 	closePub   func() error
+	pubMu      sync.RWMutex // guards publishing against closePub
+	pubClosed  bool
 
 	slots    chan struct{} // worker pool
 	runMu    sync.Mutex
@@ -248,6 +250,16 @@ func New(cfg Config) (*Service, error) {
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())
 	if err := s.openPubSub(); err != nil {
 		return nil, err
+	}
+	closePub := s.closePub
+	s.closePub = func() error {
+		s.pubMu.Lock()
+		defer s.pubMu.Unlock()
+		if s.pubClosed {
+			return nil
+		}
+		s.pubClosed = true
+		return closePub()
 	}
 	return s, nil
 }

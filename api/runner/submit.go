@@ -89,6 +89,11 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Rev
 }
 
 func (s *Service) publish(reviewID string) error {
+	s.pubMu.RLock()
+	defer s.pubMu.RUnlock()
+	if s.pubClosed {
+		return fmt.Errorf("publish %q: %w", reviewID, ErrShutdown)
+	}
 	msg := message.NewMessage(watermill.NewUUID(), []byte(reviewID))
 	if err := s.publisher.Publish(s.cfg.Topic, msg); err != nil {
 		return fmt.Errorf("publish %q: %w", reviewID, err)
