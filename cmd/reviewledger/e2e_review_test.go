@@ -264,6 +264,11 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 		if got.State != "rejected" || got.Attempts != 1 || !slices.Equal(got.Reasons, []string{"spam link"}) {
 			t.Fatalf("review %+v, want rejected after 1 attempt for the callback's reason", got)
 		}
+		// The provider records the answer after the review has moved.
+		eventually(t, "the callback's answer", func() (bool, string) {
+			st := srv.Provider.callbackStatuses(id)
+			return len(st) > 0, "none yet"
+		})
 		if st := srv.Provider.callbackStatuses(id); !slices.Equal(st, []int{http.StatusOK}) {
 			t.Errorf("callback statuses %v, want [200]", st)
 		}
