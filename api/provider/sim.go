@@ -38,7 +38,7 @@ type SimConfig struct {
 	// LateCallbackRate: share of asynchronous findings delivered after the
 	// attempt's timeout (they must be refused as conflicting completions).
 	LateCallbackRate float64
-	// RejectRate: share of findings that reject. Default 0.1.
+	// RejectRate: share of findings that reject (zero: all accept).
 	RejectRate float64
 
 	// Deliver hands a signed callback to the service, as the HTTP route
@@ -62,9 +62,6 @@ func (c *SimConfig) setDefaults() {
 	}
 	if c.P99Latency <= 0 {
 		c.P99Latency = max(2*time.Second, c.MedianLatency)
-	}
-	if c.RejectRate == 0 {
-		c.RejectRate = 0.1
 	}
 	if c.Sleep == nil {
 		c.Sleep = sleep
