@@ -16,7 +16,8 @@ import (
 // the same result; an event altered in SQL is found and named.
 func TestE2EAudit(t *testing.T) {
 	t.Parallel()
-	srv := newE2EServer(t, nil)
+	// A short claim lease, to see one lapse.
+	srv := newE2EServer(t, map[string]string{"REVIEWLEDGER_CLAIM_LEASE": "1s"})
 
 	const (
 		accepted = "e2e-audit-accepted"
@@ -57,6 +58,12 @@ func TestE2EAudit(t *testing.T) {
 		}
 		if evs[6].field("moderator") != "mona" || evs[6].field("note") != "audit trail" {
 			t.Errorf("decision event %s", evs[6].Data)
+		}
+	})
+
+	t.Run("migrate on a migrated database", func(t *testing.T) {
+		if code, out, errOut := srv.cli(t, "migrate"); code != 0 {
+			t.Errorf("migrate: exit %d\n%s%s", code, out, errOut)
 		}
 	})
 
@@ -112,6 +119,19 @@ func TestE2EAudit(t *testing.T) {
 		}
 		if code, out, _ := srv.cli(t, "projections", "status"); code != 0 || !strings.Contains(out, "manual_queue") {
 			t.Errorf("projections status: exit %d\n%s", code, out)
+		}
+	})
+
+	// After the rebuild: a lapsing claim would make its snapshots differ.
+	t.Run("a lapsed claim can be taken over", func(t *testing.T) {
+		srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+waiting+"/claim", tokModerator, nil)
+		eventually(t, "the claim to lapse", func() (bool, string) {
+			res := srv.call(t, http.MethodPost, "/v1/manual-queue/"+waiting+"/claim", tokModerator2, nil)
+			return res.Status == http.StatusOK, res.String()
+		})
+		it := srv.waitQueued(t, waiting, "e2e_fast")
+		if it.ClaimedBy == nil || *it.ClaimedBy != "max" {
+			t.Errorf("queue item %+v, want claimed by max", it)
 		}
 	})
 

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
 // TestE2ECrash: serve is killed (SIGKILL) while attempts are in flight; a
@@ -14,7 +12,8 @@ import (
 func TestE2ECrash(t *testing.T) {
 	t.Parallel()
 	prov := newScriptedProvider(t)
-	env := baseServeEnv(t, dbtest.URL(t), prov.URL())
+	// A database with no tables: serve applies the migrations.
+	env := baseServeEnv(t, blankDatabase(t), prov.URL())
 	first := startServe(t, env)
 	prov.setTarget(first.URL)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -542,4 +543,63 @@ func sloComparable(s map[string]any) map[string]any {
 		out["manual_queue"] = q
 	}
 	return out
+}
+
+// e2ePriority is each class's priority in e2ePolicy.
+var e2ePriority = map[string]int{
+	"e2e_fast": 1, "e2e_async": 1, "e2e_closed": 1, "e2e_gate": 2, "e2e_four_eyes": 3, "e2e_crash": 1,
+}
+
+// testQueueAndReads runs after the other scenarios of the shared server:
+// the manual queue's order and limits, and the remaining read errors.
+func testQueueAndReads(t *testing.T, srv *e2eServer) {
+	items := srv.queue(t, "")
+	if len(items) < 3 {
+		t.Fatalf("%d items in the queue, want the escalations of the scenarios before", len(items))
+	}
+	for i := 1; i < len(items); i++ {
+		a, b := items[i-1], items[i]
+		pa, pb := e2ePriority[a.ContentClass], e2ePriority[b.ContentClass]
+		if pa < pb || (pa == pb && a.EscalatedAt.After(b.EscalatedAt)) {
+			t.Errorf("queue order: %s (priority %d, escalated %s) before %s (priority %d, escalated %s)",
+				a.ReviewID, pa, a.EscalatedAt, b.ReviewID, pb, b.EscalatedAt)
+		}
+	}
+	if first := items[0]; first.ContentClass != "e2e_gate" {
+		t.Errorf("first item %+v, want the human-gate review (highest priority left)", first)
+	}
+	if got := srv.queue(t, "?limit=2"); len(got) != 2 || got[0].ReviewID != items[0].ReviewID {
+		t.Errorf("limit=2 gave %+v", got)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=ten"} {
+		if pr := srv.expectProblem(t, http.StatusBadRequest, http.MethodGet, "/v1/manual-queue"+q, tokModerator, nil); pr.Field != "limit" {
+			t.Errorf("%s: problem %+v does not name limit", q, pr)
+		}
+	}
+	for _, q := range []string{"?window=forever", "?window=-1h"} {
+		if pr := srv.expectProblem(t, http.StatusBadRequest, http.MethodGet, "/v1/slo"+q, tokAuditor, nil); pr.Field != "window" {
+			t.Errorf("%s: problem %+v does not name window", q, pr)
+		}
+	}
+	srv.expectProblem(t, http.StatusNotFound, http.MethodGet, "/v1/reviews/e2e-never-submitted/events", tokAuditor, nil)
+	srv.expectProblem(t, http.StatusNotFound, http.MethodPost, "/v1/manual-queue/e2e-never-submitted/claim", tokModerator, nil)
+	srv.expectProblem(t, http.StatusNotFound, http.MethodPost, "/v1/reviews/e2e-never-submitted/decision", tokModerator,
+		map[string]any{"state": "accepted", "expected_version": 3})
+
+	// Claiming again renews one's own lease.
+	id := items[0].ReviewID
+	srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator2, nil)
+	srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator2, nil)
+	srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator, nil)
+
+	metrics := string(srv.expect(t, http.StatusOK, http.MethodGet, "/metrics", "", nil).Body)
+	for _, want := range []string{"# TYPE ", "reviewledger_"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(srv.expect(t, http.StatusOK, http.MethodGet, "/openapi.json", "", nil).Body, &doc); err != nil || doc["paths"] == nil {
+		t.Errorf("/openapi.json is not an OpenAPI document: %v", err)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
@@ -244,6 +247,47 @@ func newE2EServer(t *testing.T, extra map[string]string) *e2eServer {
 	proc := startServe(t, env)
 	prov.setTarget(proc.URL)
 	return &e2eServer{serveProc: proc, DatabaseURL: dbURL, Provider: prov}
+}
+
+// blankDatabase creates an empty database (no migrations applied) on the
+// test server and returns its URL; it is dropped when the test ends.
+func blankDatabase(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("TEST_DATABASE_URL")
+	if base == "" {
+		base = dbtest.DefaultURL
+	}
+	dbtest.URL(t) // skips, or fails under CI, when PostgreSQL is unreachable
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("reviewledger_e2e_%d_%d", time.Now().UnixNano(), os.Getpid())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 // baseServeEnv is the configuration every end-to-end server starts from.
@@ -908,6 +952,7 @@ func TestE2E(t *testing.T) {
 		t.Run("class policies", func(t *testing.T) { t.Parallel(); testClassPolicies(t, srv) })
 		t.Run("browser", func(t *testing.T) { t.Parallel(); testBrowser(t, srv) })
 	})
+	t.Run("queue order and reads", func(t *testing.T) { testQueueAndReads(t, srv) })
 }
 
 // contentMarker is in every submitted content; the servers' logs must not
