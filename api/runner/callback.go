@@ -49,6 +49,8 @@ func (s *Service) HandleCallback(ctx context.Context, reviewID string, header ht
 			return nil
 		case webhookConflict:
 			return s.callbackConflict(ctx, reviewID, 0, "webhook delivered again")
+		case webhookInvalid:
+			return fmt.Errorf("webhook %s delivered again: %w", webhookID, domain.ErrInvalidFinding)
 		}
 		// Still being processed by a concurrent delivery: the later one
 		// cannot be the one that applies.
@@ -58,8 +60,10 @@ func (s *Service) HandleCallback(ctx context.Context, reviewID string, header ht
 	switch {
 	case err == nil:
 		_ = s.state.webhookOutcome(context.WithoutCancel(ctx), webhookID, webhookApplied)
-	case errors.Is(err, ErrConflictingCompletion), errors.Is(err, domain.ErrInvalidFinding):
+	case errors.Is(err, ErrConflictingCompletion):
 		_ = s.state.webhookOutcome(context.WithoutCancel(ctx), webhookID, webhookConflict)
+	case errors.Is(err, domain.ErrInvalidFinding):
+		_ = s.state.webhookOutcome(context.WithoutCancel(ctx), webhookID, webhookInvalid)
 	default:
 		// Not found, or the store failed: let a redelivery try again.
 		s.state.forgetWebhook(context.WithoutCancel(ctx), webhookID)

@@ -279,6 +279,9 @@ func TestCallbackErrors(t *testing.T) {
 		if err := h.HandleCallback(ctx, "rev-e", hdr, []byte(b)); !errors.Is(err, domain.ErrInvalidFinding) {
 			t.Errorf("body %s = %v, want ErrInvalidFinding", b, err)
 		}
+		if err := h.HandleCallback(ctx, "rev-e", hdr, []byte(b)); !errors.Is(err, domain.ErrInvalidFinding) {
+			t.Errorf("body %s delivered again = %v, want ErrInvalidFinding", b, err)
+		}
 	}
 	// No attempt in flight: conflicting.
 	hdr, body = h.signedCallback("rev-e", 1, "accepted", "w4")

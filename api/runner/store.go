@@ -127,6 +127,7 @@ func (p *pgState) purgeWebhooks(ctx context.Context, cutoff time.Time) error {
 const (
 	webhookApplied  = "applied"
 	webhookConflict = "conflict"
+	webhookInvalid  = "invalid"
 )
 
 // seeWebhook records a webhook-id. It returns false and the outcome stored
