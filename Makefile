@@ -5,6 +5,7 @@ PKGS     ?= ./...
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 BIN      := bin/reviewledger
+FUZZTIME ?= 20000x
 
 # Development tokens for `make run` when REVIEWLEDGER_TOKENS is unset. They
 # are printed at start; never use them anywhere but on a developer's machine.
@@ -41,6 +42,14 @@ bench: ## Run the event store benchmarks and print append/insert ratio.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
 	REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(ok|FAIL)'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
+
+.PHONY: fuzz
+fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateReviewID$$' -fuzztime $(FUZZTIME) ./domain/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./domain/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/provider/
 
 .PHONY: fmt
 fmt: ## Format the code.

@@ -20,7 +20,8 @@ import (
 // Ledger reads and writes review streams.
 type Ledger struct {
 	store eventstore.Store
-	// NewID returns event IDs; uuid.NewString when nil. Tests may set it.
+	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
+	// the event ID index cheap to insert into. Tests may set it.
 	NewID func() string
 }
 
@@ -129,7 +130,7 @@ func (l *Ledger) newID() string {
 	if l.NewID != nil {
 		return l.NewID()
 	}
-	return uuid.NewString()
+	return uuid.Must(uuid.NewV7()).String()
 }
 
 // History is a review's stream as stored, for replay and audit.
