@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"reflect"
@@ -25,7 +27,17 @@ func testSubmitAndRead(t *testing.T, srv *e2eServer) {
 		t.Errorf("submit answered %+v", first)
 	}
 
+	if first.State != "pending" || first.Attempts != 0 || first.Version != 0 || first.DecidedAt != nil || first.Reasons == nil {
+		t.Errorf("submit answered %s, want a pending review at version 0, no attempts, reasons []", res.Body)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("submit answered Content-Type %q", ct)
+	}
+	reviewKeys := []string{"review_id", "state", "content_class", "attempts", "version", "submitted_at", "deadline", "decided_at", "reasons"}
+	hasKeys(t, "submit view", res.Body, reviewKeys...)
+
 	got := srv.waitSettled(t, id)
+	hasKeys(t, "review view", srv.expect(t, http.StatusOK, http.MethodGet, "/v1/reviews/"+id, tokAuditor, nil).Body, reviewKeys...)
 	if got.State != "accepted" || got.Attempts != 1 || got.DecidedAt == nil || got.DecidedAt.Before(got.SubmittedAt) {
 		t.Fatalf("review %+v, want accepted after 1 attempt with decided_at set", got)
 	}
@@ -100,6 +112,8 @@ func testSubmitAndRead(t *testing.T, srv *e2eServer) {
 		srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews", tokSubmitter, []byte(`{"review_id":`))
 		big := submitBody("e2e-too-big", "e2e_fast", content(strings.Repeat("x", e2eMaxBody)))
 		srv.expectProblem(t, http.StatusRequestEntityTooLarge, http.MethodPost, "/v1/reviews", tokSubmitter, big)
+		raw, _ := json.Marshal(big)
+		srv.expectProblem(t, http.StatusRequestEntityTooLarge, http.MethodPost, "/v1/reviews", tokSubmitter, io.MultiReader(bytes.NewReader(raw)))
 		srv.expectProblem(t, http.StatusNotFound, http.MethodGet, "/v1/reviews/e2e-never-submitted", tokSubmitter, nil)
 		if res := srv.call(t, http.MethodGet, "/v1/reviews/e2e-too-big", tokSubmitter, nil); res.Status != http.StatusNotFound {
 			t.Errorf("a refused submission was stored: %s", res)
@@ -165,6 +179,13 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	if got.State != "manual_review" || got.Attempts != 3 || got.DecidedAt != nil {
 		t.Fatalf("review %+v, want manual_review after 3 attempts, not decided", got)
 	}
+	raw := srv.expect(t, http.StatusOK, http.MethodGet, "/v1/reviews/"+id+"/events", tokAuditor, nil)
+	hasKeys(t, "events", raw.Body, "review_id", "events")
+	for _, e := range decode[struct {
+		Events []json.RawMessage `json:"events"`
+	}](t, raw).Events {
+		hasKeys(t, "event", e, "version", "type", "recorded_at", "data")
+	}
 	evs := srv.events(t, id)
 	want := []string{"Submitted",
 		"AttemptStarted", "AttemptTimedOut",
@@ -191,6 +212,11 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	if len(calls) != 3 {
 		t.Fatalf("provider saw %d attempts, want 3", len(calls))
 	}
+	// Each request was cancelled at its attempt's timeout, not left open.
+	eventually(t, "the provider to see all three requests cancelled", func() (bool, string) {
+		n := srv.Provider.cancellations(id)
+		return n == 3, fmt.Sprintf("%d cancelled", n)
+	})
 	for i, c := range calls {
 		if c.IdempotencyKey != id || c.Attempt != strconv.Itoa(i+1) || c.Body["attempt"] != float64(i+1) {
 			t.Errorf("attempt %d: Idempotency-Key %q, X-Review-Attempt %q, body attempt %v", i+1, c.IdempotencyKey, c.Attempt, c.Body["attempt"])
@@ -198,6 +224,7 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	}
 
 	it := srv.waitQueued(t, id, "e2e_fast")
+	hasKeys(t, "queue", srv.expect(t, http.StatusOK, http.MethodGet, "/v1/manual-queue", tokModerator, nil).Body, "items")
 	if it.Reason != "attempts_exhausted" || it.Attempts != 3 || it.ContentClass != "e2e_fast" || it.ClaimedBy != nil || it.EscalatedAt.IsZero() {
 		t.Errorf("queue item %+v", it)
 	}
@@ -243,15 +270,19 @@ func testCallbacks(t *testing.T, srv *e2eServer) {
 	if t.Failed() {
 		return
 	}
-	// Two findings within budget, one escalation, one conflicting completion.
+	// Three findings within budget, one escalation, two conflicting
+	// completions (the late callback and the one after the decision).
 	var s sloView
+	var raw response
 	eventually(t, "the e2e_async outcomes in /v1/slo", func() (bool, string) {
-		s = decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil))
-		return s.Total == 3 && s.CompletedWithinBudget+s.Escalated == 3, fmt.Sprintf("%+v", s)
+		raw = srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil)
+		s = decode[sloView](t, raw)
+		return s.Total == 4 && s.CompletedWithinBudget+s.Escalated == 4 && s.ConflictingCompletions >= 2, fmt.Sprintf("%+v", s)
 	})
-	if s.CompletedWithinBudget != 2 || s.Escalated != 1 || s.ConflictingCompletions < 1 ||
-		s.WithinBudgetRatio < 0.66 || s.WithinBudgetRatio > 0.67 || s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 < s.LatencyMS.P50 {
-		t.Errorf("SLO of e2e_async %+v, want 3 reviews: 2 within budget, 1 escalated, a conflicting completion", s)
+	hasKeys(t, "/v1/slo", raw.Body, "total", "completed_within_budget", "within_budget_ratio", "escalated", "conflicting_completions", "latency_ms", "manual_queue")
+	if s.CompletedWithinBudget != 3 || s.Escalated != 1 || s.WithinBudgetRatio != 0.75 ||
+		s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 < s.LatencyMS.P50 || s.ManualQueue.Depth != 1 {
+		t.Errorf("SLO of e2e_async %+v, want 4 reviews: 3 within budget, 1 escalated and queued", s)
 	}
 }
 
@@ -314,6 +345,26 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 			s := decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokAuditor, nil))
 			return s.ConflictingCompletions >= 1, fmt.Sprintf("%+v", s)
 		})
+	})
+
+	t.Run("a callback for a decided review is a conflict", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-callback-decided"
+		srv.submit(t, id, "e2e_async", content("decided by response"))
+		if got := srv.waitSettled(t, id); got.State != "accepted" {
+			t.Fatalf("review %+v, want accepted", got)
+		}
+		res, err := srv.Provider.postCallback(id, 1, "rejected", []string{"second opinion"}, time.Now(), e2eSecretKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != http.StatusConflict {
+			t.Fatalf("callback after the decision: %s, want 409", res)
+		}
+		checkProblem(t, res, http.StatusConflict)
+		if got := srv.review(t, id); got.State != "accepted" || len(ofType(srv.events(t, id), "FindingReceived")) != 1 {
+			t.Errorf("review %+v changed by a callback after its decision", got)
+		}
 	})
 
 	t.Run("bad and stale signatures are refused", func(t *testing.T) {
@@ -433,6 +484,25 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			}
 		})
 	}
+	t.Run("a Retry-After past the deadline is not waited for", func(t *testing.T) {
+		t.Parallel()
+		const id = "e2e-answer-429-past-deadline"
+		srv.Provider.script(id, status(http.StatusTooManyRequests, "3600"), accept())
+		srv.submit(t, id, "e2e_fast", content("429 for an hour"))
+		got := srv.waitSettled(t, id)
+		if got.State != "manual_review" || got.Attempts != 1 {
+			t.Fatalf("review %+v, want manual_review after 1 attempt", got)
+		}
+		evs := srv.events(t, id)
+		esc := ofType(evs, "Escalated")
+		if len(esc) != 1 {
+			t.Fatalf("events %v, want one escalation", eventTypes(evs))
+		}
+		if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(esc[0].field("at"))); err != nil || !at.Before(got.Deadline) {
+			t.Errorf("escalated at %v (%v), not before the deadline %s: the retry was waited for", esc[0].field("at"), err, got.Deadline)
+		}
+	})
+
 	t.Run("429 wait is recorded", func(t *testing.T) {
 		t.Parallel()
 		// Its own review: the case above may still run.
@@ -553,7 +623,15 @@ var e2ePriority = map[string]int{
 // testQueueAndReads runs after the other scenarios of the shared server:
 // the manual queue's order and limits, and the remaining read errors.
 func testQueueAndReads(t *testing.T, srv *e2eServer) {
-	items := srv.queue(t, "")
+	raw := srv.expect(t, http.StatusOK, http.MethodGet, "/v1/manual-queue", tokModerator, nil)
+	for _, it := range decode[struct {
+		Items []json.RawMessage `json:"items"`
+	}](t, raw).Items {
+		hasKeys(t, "queue item", it, "review_id", "content_class", "reason", "attempts", "escalated_at", "age_seconds", "claimed_by", "claim_expires_at")
+	}
+	items := decode[struct {
+		Items []queueItem `json:"items"`
+	}](t, raw).Items
 	if len(items) < 3 {
 		t.Fatalf("%d items in the queue, want the escalations of the scenarios before", len(items))
 	}

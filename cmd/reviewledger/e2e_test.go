@@ -484,7 +484,7 @@ type response struct {
 func (r response) String() string { return fmt.Sprintf("HTTP %d %s", r.Status, r.Body) }
 
 // call sends a request with an optional bearer token and body (a []byte
-// is sent as is, anything else as JSON).
+// is sent as is, an io.Reader chunked, anything else as JSON).
 func (p *serveProc) call(t testing.TB, method, path, token string, body any) response {
 	t.Helper()
 	var rd io.Reader
@@ -492,6 +492,8 @@ func (p *serveProc) call(t testing.TB, method, path, token string, body any) res
 	case nil:
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader: // no length known: sent chunked
+		rd = b
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
@@ -764,12 +766,14 @@ type scriptedProvider struct {
 	scripts   map[string][]step
 	calls     map[string][]providerCall
 	callbacks map[string][]int // statuses the server answered to callbacks
+	cancelled map[string]int   // hanging requests the caller gave up on
 }
 
 func newScriptedProvider(t *testing.T) *scriptedProvider {
 	p := &scriptedProvider{
 		t: t, closed: make(chan struct{}),
 		scripts: map[string][]step{}, calls: map[string][]providerCall{}, callbacks: map[string][]int{},
+		cancelled: map[string]int{},
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serveHTTP))
 	t.Cleanup(func() {
@@ -865,14 +869,26 @@ func status(code int, retryAfter string) step {
 	}
 }
 
-// hang never answers: the request ends when the caller gives up.
+// hang never answers: the request ends when the caller gives up, which
+// is counted.
 func hang() step {
-	return func(p *scriptedProvider, _ http.ResponseWriter, r *http.Request, _ string, _ int) {
+	return func(p *scriptedProvider, _ http.ResponseWriter, r *http.Request, id string, _ int) {
 		select {
 		case <-r.Context().Done():
+			p.mu.Lock()
+			p.cancelled[id]++
+			p.mu.Unlock()
 		case <-p.closed:
 		}
 	}
+}
+
+// cancellations returns how many of a review's hanging requests the
+// caller cancelled.
+func (p *scriptedProvider) cancellations(reviewID string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cancelled[reviewID]
 }
 
 // async answers 202; unless state is empty, the finding follows by a
@@ -960,3 +976,29 @@ func TestE2E(t *testing.T) {
 const contentMarker = "E2E-CONTENT-MARKER-7c1f"
 
 func content(s string) string { return contentMarker + " " + s }
+
+// keys returns the sorted keys of a JSON object.
+func keys(t testing.TB, raw []byte) []string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("not a JSON object: %s", raw)
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hasKeys fails unless the JSON object has every key of want.
+func hasKeys(t testing.TB, what string, raw []byte, want ...string) {
+	t.Helper()
+	got := keys(t, raw)
+	for _, k := range want {
+		if !slices.Contains(got, k) {
+			t.Errorf("%s lacks %q: %s", what, k, raw)
+		}
+	}
+}
