@@ -35,8 +35,9 @@ type Reviews interface {
 	// domain.ErrReviewNotFound, runner.ErrConflictingCompletion,
 	// domain.ErrInvalidFinding.
 	HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error
-	// InFlight is the number of reviews being worked on now.
-	InFlight() int
+	// Outstanding is the number of reviews submitted and not yet out of
+	// pending, across every process: the work the workers still owe.
+	Outstanding() int
 }
 
 // ReadModels are the projections the API serves (*projections.DB). Their

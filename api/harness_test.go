@@ -99,7 +99,7 @@ func (f *fakeRunner) HandleCallback(ctx context.Context, id string, h http.Heade
 	return f.callbackErr
 }
 
-func (f *fakeRunner) InFlight() int { return int(f.inFlight.Load()) }
+func (f *fakeRunner) Outstanding() int { return int(f.inFlight.Load()) }
 
 type harness struct {
 	t      testing.TB

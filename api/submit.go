@@ -132,14 +132,14 @@ func (s *Server) submit(c echo.Context) error {
 	return c.JSON(status, newReviewView(rv.Review))
 }
 
-// admit refuses new work while the runner has Config.MaxInFlight reviews
-// in flight: accepting it would only produce timeouts. A review that
+// admit refuses new work while Config.MaxInFlight reviews are outstanding
+// (submitted, not yet out of pending, in any process): accepting it would only produce timeouts. A review that
 // exists already is let through, since submitting it again adds no work.
 func (s *Server) admit(c echo.Context, reviewID string) error {
 	if s.cfg.MaxInFlight == 0 {
 		return nil
 	}
-	n := s.deps.Reviews.InFlight()
+	n := s.deps.Reviews.Outstanding()
 	if n < s.cfg.MaxInFlight {
 		return nil
 	}

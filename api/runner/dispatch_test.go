@@ -150,6 +150,9 @@ func TestRunShutdownAndResume(t *testing.T) {
 		}
 	}
 	waitUntil(t, 20*time.Second, func() bool { return svc.InFlight() == len(ids) })
+	if got := svc.Outstanding(); got != len(ids) {
+		t.Errorf("Outstanding = %d with %d reviews stuck at the provider", got, len(ids))
+	}
 	waitUntil(t, 20*time.Second, func() bool {
 		for _, id := range ids {
 			rv, err := led.Load(context.Background(), id)
@@ -174,7 +177,11 @@ func TestRunShutdownAndResume(t *testing.T) {
 		}
 	}
 	svc2, stop2, done2 := start(&instant{})
+	if got := svc2.Outstanding(); got != len(ids) {
+		t.Errorf("Outstanding after restart = %d, want the %d reviews left pending", got, len(ids))
+	}
 	waitNoPending(t, svc2, done2)
+	waitUntil(t, 5*time.Second, func() bool { return svc2.Outstanding() == 0 })
 	stop2()
 	if err := <-done2; err != nil {
 		t.Fatalf("second Run = %v", err)

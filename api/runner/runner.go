@@ -212,14 +212,15 @@ type Service struct {
 	pubMu      sync.RWMutex // guards publishing against closePub
 	pubClosed  bool
 
-	slots    chan struct{} // worker pool
-	runMu    sync.Mutex
-	running  map[string]bool
-	inFlight atomic.Int64
-	runCtx   context.Context
-	stopRuns context.CancelCauseFunc
-	runs     sync.WaitGroup
-	running1 atomic.Bool
+	slots       chan struct{} // worker pool
+	runMu       sync.Mutex
+	running     map[string]bool
+	inFlight    atomic.Int64
+	outstanding outstanding
+	runCtx      context.Context
+	stopRuns    context.CancelCauseFunc
+	runs        sync.WaitGroup
+	running1    atomic.Bool
 }
 
 // New validates cfg and returns a Service. Submit publishes work at once;

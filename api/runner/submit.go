@@ -85,6 +85,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Rev
 		// the sweeper bounds how long it can wait.
 		s.log.ErrorContext(ctx, "publish review work", "review_id", req.ReviewID, "error", err.Error())
 	}
+	s.outstanding.created()
 	return rv, true, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/api/runner"
 	"github.com/reviewledger/reviewledger/api/ui"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections"
@@ -28,7 +30,17 @@ type ServeCmd struct {
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
+	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review workers, resume, deadline sweeper), projector (read models)."`
 }
+
+// Roles a serve process can run.
+const (
+	roleAPI       = "api"
+	roleWorker    = "worker"
+	roleProjector = "projector"
+)
+
+func (c *ServeCmd) runs(role string) bool { return slices.Contains(c.Roles, role) }
 
 // Validate checks the serve-only settings; Config and the embedded groups
 // validate themselves.
@@ -40,6 +52,16 @@ func (c *ServeCmd) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight)
 	case c.ReadyMaxLag <= 0:
 		return fmt.Errorf("REVIEWLEDGER_READY_MAX_LAG: must be a positive duration, got %s", c.ReadyMaxLag)
+	case len(c.Roles) == 0:
+		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of api, worker, projector")
+	}
+	for _, r := range c.Roles {
+		if r != roleAPI && r != roleWorker && r != roleProjector {
+			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are api, worker, projector)", r)
+		}
+	}
+	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Runner.PubSub == runner.PubSubGoChannel {
+		return fmt.Errorf("REVIEWLEDGER_ROLES: api and worker in separate processes need REVIEWLEDGER_PUBSUB=postgres or nats; gochannel work never leaves its process")
 	}
 	return nil
 }
@@ -103,13 +125,19 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 
-	log.Info("serving", "addr", cfg.Addr, "version", version, "provider", cfg.Provider,
+	var roles []role
+	if c.runs(roleAPI) {
+		roles = append(roles, role{roleAPI, func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }})
+	}
+	if c.runs(roleWorker) {
+		roles = append(roles, role{roleWorker, svc.Run})
+	}
+	if c.runs(roleProjector) {
+		roles = append(roles, role{roleProjector, projector.Run})
+	}
+	log.Info("serving", "addr", cfg.Addr, "version", version, "roles", c.Roles, "provider", cfg.Provider,
 		"pubsub", c.Runner.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names())
-	return runAll(ctx, log,
-		role{"http", func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }},
-		role{"runner", svc.Run},
-		role{"projector", projector.Run},
-	)
+	return runAll(ctx, log, roles...)
 }
 
 // readiness is /readyz: the database answers and no projection lags more
