@@ -38,10 +38,11 @@ test: ## Run every test with the race detector (needs PostgreSQL; see README).
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: bench
-bench: ## Run the event store benchmarks and print append/insert ratio.
+bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, runner throughput.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
 	REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(ok|FAIL)'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
+	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/runner/
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
