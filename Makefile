@@ -17,12 +17,18 @@ DEV_TOKENS := submitter:dev-submitter:dev-submitter-token-0001,moderator:dev-mod
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+.PHONY: services
+services: ## Start PostgreSQL and NATS when they are not running (.ci/services).
+	@.ci/services >/dev/null
+
 .PHONY: run
-run: ## Run the service locally (serve), with development tokens unless REVIEWLEDGER_TOKENS is set.
+run: services ## Run the service locally (serve), with development tokens unless REVIEWLEDGER_TOKENS is set.
 	@if [ -z "$$REVIEWLEDGER_TOKENS" ]; then \
 		echo "REVIEWLEDGER_TOKENS unset; development tokens (role:name:token):"; \
 		echo "$(DEV_TOKENS)" | tr ',' '\n' | sed 's/^/  /'; \
 	fi
+	@echo "Open http://localhost$${REVIEWLEDGER_ADDR:-:8080}/ and sign in with a token (moderator: queue; auditor: history; admin: everything)."
+	@echo "Submit: curl -H 'Authorization: Bearer <submitter token>' -H 'Content-Type: application/json' -d '{\"review_id\":\"r1\",\"content_class\":\"caption_suggestion\",\"content_type\":\"text/plain\",\"content\":\"hello\"}' http://localhost$${REVIEWLEDGER_ADDR:-:8080}/v1/reviews"
 	@if [ -z "$$DATABASE_URL" ]; then \
 		psql -h localhost -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'reviewledger'" 2>/dev/null | grep -q 1 || \
 		createdb -h localhost -U postgres reviewledger 2>/dev/null || true; \
@@ -34,7 +40,7 @@ build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger
 
 .PHONY: test
-test: ## Run every test with the race detector (needs PostgreSQL; see README).
+test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS).
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: bench
