@@ -7,36 +7,60 @@ import (
 	"time"
 )
 
-// TestE2ECrash: serve is killed (SIGKILL) while attempts are in flight; a
-// new serve on the same database finishes every review exactly once.
+// TestE2ECrash: serve is killed (SIGKILL) while attempts are in flight, a
+// retry is waiting and a review's deadline passes with no server up; a new
+// serve on the same database finishes every review exactly once. Run with
+// the in-process dispatch and with the durable PostgreSQL one, whose
+// undelivered work survives the kill and is delivered to the new process.
 func TestE2ECrash(t *testing.T) {
 	t.Parallel()
+	for _, pubsub := range []string{"gochannel", "postgres"} {
+		t.Run(pubsub, func(t *testing.T) {
+			t.Parallel()
+			testCrash(t, pubsub)
+		})
+	}
+}
+
+func testCrash(t *testing.T, pubsub string) {
 	prov := newScriptedProvider(t)
 	// A database with no tables: serve applies the migrations.
 	env := baseServeEnv(t, blankDatabase(t), prov.URL())
+	env["REVIEWLEDGER_PUBSUB"] = pubsub
 	first := startServe(t, env)
 	prov.setTarget(first.URL)
 
-	// Attempt 1 of every review hangs until the process dies; the attempts
-	// the second server makes are answered differently per review.
+	// The first step answers attempt 1, on the first server; the others
+	// answer the attempts the second server makes.
 	reviews := []struct {
-		id    string
-		steps []step
-		state string // once the second server is done
+		id, class  string
+		steps      []step
+		inFlight   bool   // attempt 1 is in flight at the kill
+		state      string // once the second server is done
+		workerLost bool   // attempt 1 must be closed as worker_lost
 	}{
-		{"e2e-crash-accept", []step{hang(), accept()}, "accepted"},
-		{"e2e-crash-reject", []step{hang(), finding("rejected", "crash test")}, "rejected"},
-		{"e2e-crash-refused", []step{hang(), status(http.StatusBadRequest, "")}, "manual_review"},
-		{"e2e-crash-hang", []step{hang()}, "manual_review"},
+		{"e2e-crash-accept", "e2e_crash", []step{hang(), accept()}, true, "accepted", true},
+		{"e2e-crash-reject", "e2e_crash", []step{hang(), finding("rejected", "crash test")}, true, "rejected", true},
+		{"e2e-crash-refused", "e2e_crash", []step{hang(), status(http.StatusBadRequest, "")}, true, "manual_review", true},
+		{"e2e-crash-hang", "e2e_crash", []step{hang()}, true, "manual_review", true},
+		{"e2e-crash-async", "e2e_crash", []step{async(""), accept()}, true, "accepted", true},
+		// Killed between attempts, while waiting out a Retry-After.
+		{"e2e-crash-backoff", "e2e_crash", []step{status(http.StatusTooManyRequests, "5"), accept()}, false, "accepted", false},
+		// Its deadline passes while no server runs: the new one escalates
+		// it, with or without closing the attempt first.
+		{"e2e-crash-expired", "e2e_fast", []step{hang()}, true, "manual_review", false},
 	}
 	for _, r := range reviews {
 		prov.script(r.id, r.steps...)
-		first.submit(t, r.id, "e2e_crash", content(r.id))
+		first.submit(t, r.id, r.class, content(r.id))
 	}
-	eventually(t, "every review's first attempt to reach the provider", func() (bool, string) {
+	eventually(t, "every review's first attempt to be under way", func() (bool, string) {
 		for _, r := range reviews {
 			if len(prov.seen(r.id)) == 0 {
-				return false, r.id + " not seen"
+				return false, r.id + " not seen by the provider"
+			}
+			if !r.inFlight && len(ofType(first.events(t, r.id), "AttemptTimedOut")) == 0 {
+				return false, r.id + " attempt 1 not closed"
 			}
 		}
 		return true, ""
@@ -51,14 +75,14 @@ func TestE2ECrash(t *testing.T) {
 	}
 	first.kill(t)
 
+	// Stay down until e2e-crash-expired is past its deadline.
+	time.Sleep(time.Until(deadlines["e2e-crash-expired"]) + 100*time.Millisecond)
 	second := startServe(t, env)
 	prov.setTarget(second.URL)
 	resumed := time.Now()
 
 	for _, r := range reviews {
 		t.Run(r.id, func(t *testing.T) {
-			// Nothing is stranded: each review is settled by its deadline
-			// plus a sweep; the poll allows generous slack beyond that.
 			got := second.waitSettled(t, r.id)
 			if got.State != r.state {
 				t.Errorf("review %+v, want %s", got, r.state)
@@ -69,8 +93,13 @@ func TestE2ECrash(t *testing.T) {
 				t.Errorf("%d findings and escalations, want exactly one end: %v", ends, eventTypes(evs))
 			}
 			timedOut := ofType(evs, "AttemptTimedOut")
-			if len(timedOut) == 0 || timedOut[0].field("attempt") != float64(1) || timedOut[0].field("classification") != "worker_lost" {
+			if r.workerLost && (len(timedOut) == 0 || timedOut[0].field("attempt") != float64(1) || timedOut[0].field("classification") != "worker_lost") {
 				t.Errorf("attempt 1 not closed as worker_lost: %v", eventTypes(evs))
+			}
+			for _, e := range timedOut {
+				if !r.inFlight && e.field("classification") == "worker_lost" {
+					t.Errorf("attempt %v closed as worker_lost, but none was in flight", e.field("attempt"))
+				}
 			}
 			// Every attempt started is closed, and nothing follows the end
 			// but a moderator's decision.
@@ -82,9 +111,7 @@ func TestE2ECrash(t *testing.T) {
 				case "AttemptTimedOut", "FindingReceived":
 					closed++
 				case "Escalated":
-					if started > closed {
-						closed = started // an escalation ends the attempt in flight
-					}
+					closed = started // an escalation ends the attempt in flight
 					for _, later := range evs[i+1:] {
 						if later.Type != "ManualDecisionRecorded" && later.Type != "ManualApprovalRecorded" {
 							t.Errorf("%s after the escalation: %v", later.Type, eventTypes(evs))
@@ -92,12 +119,12 @@ func TestE2ECrash(t *testing.T) {
 					}
 				}
 			}
-			if started != closed {
-				t.Errorf("%d attempts started, %d closed: %v", started, closed, eventTypes(evs))
+			if started != closed || started != got.Attempts {
+				t.Errorf("%d attempts started, %d closed, the review counts %d: %v", started, closed, got.Attempts, eventTypes(evs))
 			}
-			// Settled by the deadline plus a sweep, or a sweep after the
-			// second server came up if the deadline passed while none ran;
-			// with slack for a loaded machine.
+			// Nothing stranded: settled by the deadline plus a sweep, or a
+			// sweep after the second server came up if the deadline passed
+			// while none ran; with slack for a loaded machine.
 			bound := deadlines[r.id]
 			if resumed.After(bound) {
 				bound = resumed
@@ -106,12 +133,13 @@ func TestE2ECrash(t *testing.T) {
 				t.Errorf("settled at %s, long past the deadline %s plus a sweep", last.RecordedAt, deadlines[r.id])
 			}
 			if got.State == "manual_review" {
-				second.waitQueued(t, r.id, "e2e_crash")
+				second.waitQueued(t, r.id, r.class)
 			}
-			if n := len(prov.seen(r.id)); n != got.Attempts {
-				t.Errorf("provider saw %d attempts, the review counts %d", n, got.Attempts)
+			calls := prov.seen(r.id)
+			if len(calls) != got.Attempts {
+				t.Errorf("provider saw %d attempts, the review counts %d", len(calls), got.Attempts)
 			}
-			for i, c := range prov.seen(r.id) {
+			for i, c := range calls {
 				if c.IdempotencyKey != r.id || c.Attempt != fmt.Sprint(i+1) {
 					t.Errorf("call %d: Idempotency-Key %q, X-Review-Attempt %q", i+1, c.IdempotencyKey, c.Attempt)
 				}

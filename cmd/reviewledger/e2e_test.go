@@ -120,7 +120,7 @@ const e2ePolicy = `classes:
     approvals: 2
     priority: 3
   e2e_crash:           # long attempts, so a kill lands mid-attempt
-    budget: 8s
+    budget: 20s
     attempt_timeout: 3s
     max_attempts: 3
     backoff: {initial: 50ms, max: 200ms, jitter: 20ms}
