@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections"
+)
+
+// pollInterval is how often the drain waits look again.
+const pollInterval = 50 * time.Millisecond
+
+// Run runs the load described by cfg and returns its figures. A Result
+// with what was measured so far comes back with an error, too, when the
+// run fails part-way.
+func Run(ctx context.Context, cfg Config) (res *Result, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dbURL, drop, err := database(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, drop()) }()
+	svc, err := start(ctx, cfg, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, svc.stop()) }()
+
+	mem := sampleMemory()
+	defer mem.stop()
+	res = &Result{Config: cfg, PoolConns: svc.pool.Config().MaxConns, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	defer func() { res.Memory = mem.stop() }()
+
+	client := &http.Client{
+		Transport: &http.Transport{Proxy: nil, MaxIdleConns: cfg.Concurrency, MaxIdleConnsPerHost: cfg.Concurrency, IdleConnTimeout: time.Minute},
+		Timeout:   30 * time.Second,
+	}
+	defer client.CloseIdleConnections()
+	run := randomHex(4)
+	content := func(i int) string {
+		return fmt.Sprintf("load %s caption %d: the quick brown fox jumps over the lazy dog, then files its review", run, i)
+	}
+
+	// Baseline 1: the same server answering GET /healthz.
+	res.Healthz = drive(ctx, "GET /healthz", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, _ int) error {
+		return call(ctx, client, http.MethodGet, svc.baseURL+"/healthz", "", nil, http.StatusOK, nil)
+	})
+	// Baseline 2: a plain single-row INSERT through the same pool.
+	if res.Insert, err = insertBaseline(ctx, svc.pool, cfg, content); err != nil {
+		return res, err
+	}
+
+	// The load: N submissions over HTTP.
+	prefix := "load-" + run + "-"
+	res.Submit = drive(ctx, "POST /v1/reviews", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) error {
+		body, err := json.Marshal(map[string]string{
+			"review_id": prefix + strconv.Itoa(i), "content_class": loadClass, "content_type": "text/plain", "content": content(i),
+		})
+		if err != nil {
+			return err
+		}
+		return call(ctx, client, http.MethodPost, svc.baseURL+"/v1/reviews", svc.submitter, body, http.StatusAccepted, nil)
+	})
+	submitted := time.Now()
+	res.Submitted = res.Submit.Requests - res.Submit.Errors
+
+	if err := drain(ctx, svc, cfg, res, "review-"+prefix, submitted); err != nil {
+		return res, err
+	}
+	var slo projections.SLOSummary
+	if err := call(ctx, client, http.MethodGet, svc.baseURL+"/v1/slo?window=1h&content_class="+loadClass, svc.auditor, nil, http.StatusOK, &slo); err != nil {
+		return res, fmt.Errorf("read /v1/slo: %w", err)
+	}
+	res.SLO = slo
+	if err := decisions(ctx, svc.pool, res, "review-"+prefix); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// drain waits until every submitted review has a finding or an escalation
+// in the ledger, notes the projections' lag at that moment, then waits for
+// them to catch up. Both waits together are bounded by cfg.DrainTimeout.
+func drain(ctx context.Context, svc *service, cfg Config, res *Result, streamPrefix string, since time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
+	defer cancel()
+	for {
+		err := svc.pool.QueryRow(ctx, `SELECT count(DISTINCT stream) FROM event
+			WHERE type IN ($1, $2) AND starts_with(stream, $3)`, domain.TypeFindingReceived, domain.TypeEscalated, streamPrefix).Scan(&res.Decided)
+		if err != nil {
+			return fmt.Errorf("drain: %d of %d reviews decided: %w", res.Decided, res.Submitted, err)
+		}
+		if res.Decided >= res.Submitted {
+			break
+		}
+		if err := wait(ctx); err != nil {
+			return fmt.Errorf("drain: %d of %d reviews decided after %s (-drain-timeout): %w", res.Decided, res.Submitted, cfg.DrainTimeout, err)
+		}
+	}
+	res.DecidedAfter = time.Since(since)
+	for first := true; ; first = false {
+		statuses, err := svc.projector.Status(ctx, 1_000_000)
+		if err != nil {
+			return fmt.Errorf("projection status: %w", err)
+		}
+		var behind int64
+		for _, st := range statuses {
+			behind = max(behind, st.LagEvents)
+			if first {
+				res.LagEvents = max(res.LagEvents, st.LagEvents)
+				res.LagSeconds = max(res.LagSeconds, st.LagSeconds)
+			}
+		}
+		if behind == 0 {
+			res.CurrentAfter = time.Since(since)
+			return nil
+		}
+		if err := wait(ctx); err != nil {
+			return fmt.Errorf("drain: projections still %d events behind (-drain-timeout %s): %w", behind, cfg.DrainTimeout, err)
+		}
+	}
+}
+
+// decisions reads, from the ledger, each review's submission and decision
+// times, and counts attempts, findings and escalations.
+func decisions(ctx context.Context, pool *pgxpool.Pool, res *Result, streamPrefix string) error {
+	rows, err := pool.Query(ctx, `SELECT s.recorded_at, d.recorded_at, d.type,
+			(SELECT count(*) FROM event a WHERE a.stream = s.stream AND a.type = $4)
+		FROM event s
+		JOIN LATERAL (SELECT recorded_at, type FROM event e WHERE e.stream = s.stream AND e.type IN ($2, $3)
+			ORDER BY revision LIMIT 1) d ON true
+		WHERE s.type = $1 AND starts_with(s.stream, $5)`,
+		domain.TypeSubmitted, domain.TypeFindingReceived, domain.TypeEscalated, domain.TypeAttemptStarted, streamPrefix)
+	if err != nil {
+		return fmt.Errorf("read decisions: %w", err)
+	}
+	var (
+		sub, dec     time.Time
+		typ          string
+		attempts     int
+		first, last  time.Time
+		latencies    []time.Duration
+		escalated    int
+		attemptTotal int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&sub, &dec, &typ, &attempts}, func() error {
+		latencies = append(latencies, dec.Sub(sub))
+		if first.IsZero() || sub.Before(first) {
+			first = sub
+		}
+		if dec.After(last) {
+			last = dec
+		}
+		if typ == domain.TypeEscalated {
+			escalated++
+		}
+		attemptTotal += attempts
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read decisions: %w", err)
+	}
+	res.EndToEnd = latencies
+	res.LedgerEscalated = escalated
+	res.Attempts = attemptTotal
+	if len(latencies) > 0 && last.After(first) {
+		res.CompletedPerSecond = float64(len(latencies)) / last.Sub(first).Seconds()
+	}
+	return nil
+}
+
+// insertBaseline inserts one row per request, as many as there are
+// reviews, at the same concurrency, into a table of the run's own with no
+// index, then drops it.
+func insertBaseline(ctx context.Context, pool *pgxpool.Pool, cfg Config, content func(int) string) (phase, error) {
+	if _, err := pool.Exec(ctx, `CREATE TABLE loadgen_baseline (
+		id bigint GENERATED ALWAYS AS IDENTITY, review_id text NOT NULL, body bytea NOT NULL,
+		recorded_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return phase{}, fmt.Errorf("insert baseline: create table: %w", err)
+	}
+	p := drive(ctx, "INSERT", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) error {
+		_, err := pool.Exec(ctx, `INSERT INTO loadgen_baseline (review_id, body) VALUES ($1, $2)`, "baseline-"+strconv.Itoa(i), []byte(content(i)))
+		return err
+	})
+	if _, err := pool.Exec(ctx, `DROP TABLE loadgen_baseline`); err != nil {
+		return p, fmt.Errorf("insert baseline: drop table: %w", err)
+	}
+	return p, nil
+}
+
+// call makes one request and checks the status; into, when not nil,
+// receives the decoded JSON body.
+func call(ctx context.Context, client *http.Client, method, url, token string, body []byte, want int, into any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: status %d, want %d: %s", method, req.URL.Path, resp.StatusCode, want, strings.TrimSpace(string(b)))
+	}
+	if into != nil {
+		return json.NewDecoder(resp.Body).Decode(into)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// wait pauses for pollInterval, or returns ctx's error.
+func wait(ctx context.Context) error {
+	t := time.NewTimer(pollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// memory is the process's memory high-water marks.
+type memory struct {
+	PeakRSS       uint64 // VmHWM of /proc/self/status; 0 where unavailable
+	PeakHeapAlloc uint64 // runtime.MemStats.HeapAlloc, sampled every 100ms
+	PeakHeapInuse uint64
+	PeakSys       uint64
+	NumGC         uint32
+}
+
+type memSampler struct {
+	once sync.Once
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	m    memory
+}
+
+// sampleMemory samples runtime.MemStats every 100ms until stop.
+func sampleMemory() *memSampler {
+	s := &memSampler{done: make(chan struct{})}
+	s.sample()
+	s.wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	})
+	return s
+}
+
+func (s *memSampler) sample() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.mu.Lock()
+	s.m.PeakHeapAlloc = max(s.m.PeakHeapAlloc, ms.HeapAlloc)
+	s.m.PeakHeapInuse = max(s.m.PeakHeapInuse, ms.HeapInuse)
+	s.m.PeakSys = max(s.m.PeakSys, ms.Sys)
+	s.m.NumGC = ms.NumGC
+	s.mu.Unlock()
+}
+
+// stop ends the sampling (once) and returns the marks.
+func (s *memSampler) stop() memory {
+	s.once.Do(func() {
+		close(s.done)
+		s.wg.Wait()
+		s.sample()
+		s.m.PeakRSS = peakRSS()
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m
+}
+
+// peakRSS reads the resident set's high-water mark (Linux); 0 elsewhere.
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
