@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
 // TestE2ECrash: serve is killed (SIGKILL) while attempts are in flight, a
@@ -145,5 +148,50 @@ func testCrash(t *testing.T, pubsub string) {
 				}
 			}
 		})
+	}
+}
+
+// TestE2ERestart: serve stopped with SIGTERM while attempts are in flight
+// exits 0 and leaves those reviews pending (a restart is not a reason to
+// escalate); the next serve resumes them.
+func TestE2ERestart(t *testing.T) {
+	t.Parallel()
+	prov := newScriptedProvider(t)
+	env := baseServeEnv(t, dbtest.URL(t), prov.URL())
+	first := startServe(t, env)
+	prov.setTarget(first.URL)
+
+	ids := []string{"e2e-restart-hang", "e2e-restart-async"}
+	prov.script(ids[0], hang(), accept())
+	prov.script(ids[1], async(""), finding("rejected", "after the restart"))
+	for _, id := range ids {
+		first.submit(t, id, "e2e_crash", content(id))
+	}
+	eventually(t, "both first attempts to reach the provider", func() (bool, string) {
+		return len(prov.seen(ids[0])) == 1 && len(prov.seen(ids[1])) == 1, "not yet"
+	})
+	first.stop(t) // SIGTERM; fails the test unless it exits 0
+	if t.Failed() {
+		return
+	}
+
+	second := startServe(t, env)
+	prov.setTarget(second.URL)
+	for i, want := range []string{"accepted", "rejected"} {
+		id := ids[i]
+		got := second.waitSettled(t, id)
+		evs := second.events(t, id)
+		if got.State != want || got.Attempts != 2 {
+			t.Errorf("%s: %+v, want %s after 2 attempts: %v", id, got, want, eventTypes(evs))
+			continue
+		}
+		want := []string{"Submitted", "AttemptStarted", "AttemptTimedOut", "AttemptStarted", "FindingReceived"}
+		if !slices.Equal(eventTypes(evs), want) {
+			t.Errorf("%s: events %v, want %v", id, eventTypes(evs), want)
+			continue
+		}
+		if c := evs[2].field("classification"); c != "cancelled" {
+			t.Errorf("%s: attempt 1 closed as %v, want cancelled by the shutdown", id, c)
+		}
 	}
 }

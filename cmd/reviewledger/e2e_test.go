@@ -225,6 +225,8 @@ type serveProc struct {
 	logs *lockedBuffer
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit, once done is closed
+
+	stopOnce sync.Once
 }
 
 // e2eServer is a running server and what it was started with.
@@ -384,8 +386,12 @@ func tryServe(t *testing.T, env map[string]string) (*serveProc, error) {
 }
 
 // stop ends the process with SIGTERM, unless it has exited, and checks
-// how it went.
+// how it went. Only the first call does anything.
 func (p *serveProc) stop(t *testing.T) {
+	p.stopOnce.Do(func() { p.stopAndCheck(t) })
+}
+
+func (p *serveProc) stopAndCheck(t *testing.T) {
 	if !p.exited() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
