@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp/kb"
+
 	"github.com/reviewledger/reviewledger/api/ui/uitest"
 )
 
@@ -50,6 +52,24 @@ func testBrowser(t *testing.T, srv *e2eServer) {
 		t.Errorf("last event %s %s", last.Type, last.Data)
 	}
 	srv.waitUnqueued(t, id, "e2e_fast")
+
+	// An auditor reads the same review's history, rendered from the real
+	// events, and the SLO dashboard from the real read models.
+	page.Click("#signout")
+	page.WaitText("#signin-error", "You signed out.")
+	page.SignIn(tokAuditor)
+	page.Type("#lookup-id", id+kb.Enter)
+	page.WaitText("#review-state", "accepted")
+	page.WaitHidden("#decision-form")
+	for _, want := range []string{"Submitted", "AttemptStarted", "AttemptTimedOut", "Escalated", "ManualDecisionRecorded", note} {
+		page.WaitText("#timeline-list", want)
+	}
+	if n := uitest.Evaluate[int](page, `document.querySelectorAll('#timeline-list > li').length`); n != len(evs) {
+		t.Errorf("%d timeline entries, want %d", n, len(evs))
+	}
+	page.Click("#nav-slo")
+	page.WaitFor("the SLO dashboard to show a total", `() => /^[1-9][0-9,]*$/.test(document.getElementById('slo-total').textContent.trim())`)
+
 	if probs := page.ConsoleProblems(); len(probs) > 0 {
 		t.Errorf("browser console reported problems:\n%s", strings.Join(probs, "\n"))
 	}

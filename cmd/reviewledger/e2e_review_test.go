@@ -377,6 +377,14 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 		eventually(t, "attempt 1 to start", func() (bool, string) {
 			return len(srv.Provider.seen(id)) >= 1, "no request yet"
 		})
+		// While it is pending, a moderator can neither claim nor decide it.
+		pending := srv.review(t, id)
+		srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator, nil)
+		pr := srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator,
+			map[string]any{"state": "accepted", "expected_version": pending.Version})
+		if !strings.Contains(pr.Type, "not-in-manual-review") && !strings.Contains(pr.Type, "version-moved") {
+			t.Errorf("decision on a pending review: problem type %q", pr.Type)
+		}
 		for name, send := range map[string]func() (response, error){
 			"wrong key": func() (response, error) {
 				return srv.Provider.postCallback(id, 1, "accepted", nil, time.Now(), []byte("some-other-key-0123456789abcdef!"))
