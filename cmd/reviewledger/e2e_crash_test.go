@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +195,49 @@ func TestE2ERestart(t *testing.T) {
 		}
 		if c := evs[2].field("classification"); c != "cancelled" {
 			t.Errorf("%s: attempt 1 closed as %v, want cancelled by the shutdown", id, c)
+		}
+	}
+}
+
+// TestE2ETwoProcesses: two serve processes start at once on one empty
+// database (the migrations run once, under their lock) and share the work
+// through the PostgreSQL dispatch: each review is worked once, whichever
+// process took it, and reads the same from both.
+func TestE2ETwoProcesses(t *testing.T) {
+	t.Parallel()
+	prov := newScriptedProvider(t)
+	env := baseServeEnv(t, blankDatabase(t), prov.URL())
+	env["REVIEWLEDGER_PUBSUB"] = "postgres"
+	reviewledgerBin(t)
+	procs := make([]*serveProc, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { procs[i], errs[i] = startServeErr(t, env) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	prov.setTarget(procs[0].URL)
+
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("e2e-two-%02d", i)
+		ids = append(ids, id)
+		procs[i%2].submit(t, id, "e2e_fast", content(id))
+	}
+	for i, id := range ids {
+		other := procs[(i+1)%2]
+		got := other.waitSettled(t, id)
+		if got.State != "accepted" || got.Attempts != 1 {
+			t.Errorf("%s: %+v, want accepted after one attempt", id, got)
+		}
+		if mine := procs[i%2].review(t, id); !reflect.DeepEqual(mine, got) {
+			t.Errorf("%s reads %+v from one process and %+v from the other", id, mine, got)
+		}
+		if n := len(prov.seen(id)); n != 1 {
+			t.Errorf("%s: the provider saw %d requests, want 1", id, n)
 		}
 	}
 }

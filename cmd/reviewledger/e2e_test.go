@@ -316,15 +316,14 @@ func baseServeEnv(t *testing.T, dbURL, providerURL string) map[string]string {
 }
 
 // freeAddr returns a 127.0.0.1 address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	addr := l.Addr().String()
 	l.Close()
-	return addr
+	return addr, nil
 }
 
 // startServe runs `reviewledger serve` with env on a free port and waits
@@ -333,22 +332,32 @@ func freeAddr(t *testing.T) string {
 // content. Its logs are printed when the test fails.
 func startServe(t *testing.T, env map[string]string) *serveProc {
 	t.Helper()
+	reviewledgerBin(t)
+	p, err := startServeErr(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startServeErr is startServe for use off the test's goroutine: call
+// reviewledgerBin first.
+func startServeErr(t *testing.T, env map[string]string) (*serveProc, error) {
 	for try := 1; ; try++ {
 		p, err := tryServe(t, env)
-		if err == nil {
-			return p
-		}
 		// Another process may take the free port before serve does.
-		if !strings.Contains(err.Error(), "address already in use") || try == 3 {
-			t.Fatal(err)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") || try == 3 {
+			return p, err
 		}
 	}
 }
 
 func tryServe(t *testing.T, env map[string]string) (*serveProc, error) {
-	t.Helper()
-	bin := reviewledgerBin(t)
-	addr := freeAddr(t)
+	bin := binPath // built by reviewledgerBin
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	env = merged(env, map[string]string{"REVIEWLEDGER_ADDR": addr})
 	p := &serveProc{URL: "http://" + addr, env: env, logs: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, "serve")
