@@ -31,8 +31,11 @@ type Config struct {
 	PhaseTimeout time.Duration
 	DrainTimeout time.Duration
 
-	Workers   int   // review workers
-	PoolConns int32 // pool size; 0: pgx's default, as serve
+	// MaxInFlight is the API's admission ceiling (0: none, as serve's
+	// default); submissions over it are answered 429 and made again.
+	MaxInFlight int
+	Workers     int   // review workers
+	PoolConns   int32 // pool size; 0: pgx's default, as serve
 
 	// The policy of the class submitted.
 	Budget         time.Duration
@@ -60,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-phase-timeout: must be a positive duration, got %s", c.PhaseTimeout)
 	case c.DrainTimeout <= 0:
 		return fmt.Errorf("-drain-timeout: must be a positive duration, got %s", c.DrainTimeout)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("-max-in-flight: must not be negative, got %d", c.MaxInFlight)
 	case c.Workers < 1:
 		return fmt.Errorf("-workers: must be at least 1, got %d", c.Workers)
 	case c.PoolConns < 0:

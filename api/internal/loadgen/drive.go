@@ -12,8 +12,9 @@ import (
 // phase is the outcome of one request loop.
 type phase struct {
 	Name      string
-	Requests  int // made (answered or failed)
+	Requests  int // made (answered or failed), not counting retries after 429
 	Errors    int // failed or answered with an unexpected status
+	Throttled int // answered 429 and made again after Retry-After
 	FirstErr  error
 	Elapsed   time.Duration
 	latencies []time.Duration
@@ -32,8 +33,8 @@ func (p phase) Quantile(q float64) time.Duration { return quantile(p.latencies, 
 
 // drive calls do for i = 0..n-1 from conc goroutines and stops when all n
 // are made, the phase has run for limit, or ctx is done, whichever comes
-// first. Latencies are measured around each call.
-func drive(ctx context.Context, name string, n, conc int, limit time.Duration, do func(ctx context.Context, i int) error) phase {
+// first. do returns the latency to record for request i (see timed).
+func drive(ctx context.Context, name string, n, conc int, limit time.Duration, do func(ctx context.Context, i int) (time.Duration, error)) phase {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	lat := make([]time.Duration, n)
@@ -54,9 +55,8 @@ func drive(ctx context.Context, name string, n, conc int, limit time.Duration, d
 				if i >= n {
 					return
 				}
-				t0 := time.Now()
-				err := do(ctx, i)
-				lat[i] = time.Since(t0)
+				d, err := do(ctx, i)
+				lat[i] = d
 				made.Add(1)
 				if err != nil {
 					failed[i] = true
@@ -86,4 +86,11 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
+}
+
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	t0 := time.Now()
+	err := f()
+	return time.Since(t0), err
 }

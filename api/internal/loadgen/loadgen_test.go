@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +49,7 @@ func TestRunAccountsForEveryReview(t *testing.T) {
 	t.Log("\n" + out.String())
 
 	for _, p := range []phase{res.Healthz, res.Insert, res.Submit} {
-		if p.Requests != 50 || p.Errors != 0 {
+		if p.Requests != 50 || p.Errors != 0 || p.Throttled != 0 {
 			t.Errorf("%s: %d requests, %d errors (first: %v), want 50 and none", p.Name, p.Requests, p.Errors, p.FirstErr)
 		}
 		if p50, p90, p99 := p.Quantile(0.5), p.Quantile(0.9), p.Quantile(0.99); p50 <= 0 || p50 > p90 || p90 > p99 {
@@ -120,12 +123,12 @@ func TestFlagsNameTheSettingAtFault(t *testing.T) {
 func TestDriveMakesEveryRequestOnce(t *testing.T) {
 	seen := make([]int, 100)
 	fail := errors.New("refused")
-	p := drive(context.Background(), "test", 100, 7, time.Minute, func(_ context.Context, i int) error {
+	p := drive(context.Background(), "test", 100, 7, time.Minute, func(_ context.Context, i int) (time.Duration, error) {
 		seen[i]++ // each index goes to one goroutine only
 		if i%10 == 0 {
-			return fail
+			return 0, fail
 		}
-		return nil
+		return time.Duration(i) * time.Millisecond, nil
 	})
 	for i, n := range seen {
 		if n != 1 {
@@ -140,9 +143,9 @@ func TestDriveMakesEveryRequestOnce(t *testing.T) {
 func TestDriveStopsAtItsLimit(t *testing.T) {
 	// Every request waits for the phase to end: the loop must stop by
 	// itself, having started one request per client and no more.
-	p := drive(context.Background(), "test", 1000, 4, 10*time.Millisecond, func(ctx context.Context, _ int) error {
+	p := drive(context.Background(), "test", 1000, 4, 10*time.Millisecond, func(ctx context.Context, _ int) (time.Duration, error) {
 		<-ctx.Done()
-		return ctx.Err()
+		return 0, ctx.Err()
 	})
 	if p.Requests != 4 || p.Errors != 4 || !errors.Is(p.FirstErr, context.DeadlineExceeded) {
 		t.Errorf("requests %d, errors %d, first error %v; want 4, 4, deadline exceeded", p.Requests, p.Errors, p.FirstErr)
@@ -164,5 +167,32 @@ func TestQuantileNearestRank(t *testing.T) {
 	}
 	if ds[0] != 100*time.Millisecond {
 		t.Error("quantile sorted its input in place")
+	}
+}
+
+func TestSubmitWaitsOutTooManyRequests(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if calls.Add(1) <= 2 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+
+	_, throttled, err := submit(context.Background(), srv.Client(), srv.URL, "tok", []byte(`{}`))
+	if err != nil || throttled != 2 || calls.Load() != 3 {
+		t.Errorf("err %v, throttled %d, calls %d; want nil, 2, 3", err, throttled, calls.Load())
+	}
+	_, throttled, err = submit(context.Background(), srv.Client(), srv.URL, "wrong", []byte(`{}`))
+	var se *statusError
+	if !errors.As(err, &se) || se.code != http.StatusUnauthorized || throttled != 0 {
+		t.Errorf("wrong token: err %v, throttled %d; want a 401 status error, none throttled", err, throttled)
 	}
 }

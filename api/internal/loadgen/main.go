@@ -65,6 +65,7 @@ func parseFlags(args []string, errOut io.Writer) (Config, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", 32, "concurrent HTTP clients, for the submissions and both baselines")
 	fs.DurationVar(&c.PhaseTimeout, "phase-timeout", 2*time.Minute, "longest each request phase (baselines, submissions) may run; requests stop there")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 3*time.Minute, "longest wait, after the last submission, for every review to leave pending and the read models to catch up")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", 0, "admission ceiling of the API (REVIEWLEDGER_MAX_IN_FLIGHT; 0: none); a submission answered 429 is made again after its Retry-After")
 	fs.IntVar(&c.Workers, "workers", 16, "review workers (REVIEWLEDGER_WORKERS)")
 	poolConns := fs.Int("pool-max-conns", 0, "PostgreSQL pool size (0: pgx's default, as reviewledger serve)")
 	fs.DurationVar(&c.Budget, "budget", 10*time.Second, "end-to-end budget of the class submitted")

@@ -62,13 +62,17 @@ func (r *Result) Print(w io.Writer) {
 	c := r.Config
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "whole service under load: %d reviews, %d concurrent clients, %d workers, pool of %d connections, %d CPUs, %s\n",
-		c.Reviews, c.Concurrency, c.Workers, r.PoolConns, r.CPUs, r.GoVersion)
+	ceiling := "none"
+	if c.MaxInFlight > 0 {
+		ceiling = fmt.Sprint(c.MaxInFlight)
+	}
+	fmt.Fprintf(tw, "whole service under load: %d reviews, %d concurrent clients, %d workers, pool of %d connections, admission ceiling %s, %d CPUs, %s\n",
+		c.Reviews, c.Concurrency, c.Workers, r.PoolConns, ceiling, r.CPUs, r.GoVersion)
 	fmt.Fprintf(tw, "class %s: budget %s, attempt timeout %s, %d attempts; simulator: median %s, p99 %s, timeout %.3g, error %.3g, invalid %.3g, async %.3g (late %.3g), reject %.3g\n\n",
 		loadClass, c.Budget, c.AttemptTimeout, c.MaxAttempts, c.Sim.MedianLatency, c.Sim.P99Latency,
 		c.Sim.TimeoutRate, c.Sim.ErrorRate, c.Sim.InvalidRate, c.Sim.AsyncRate, c.Sim.LateCallbackRate, c.Sim.RejectRate)
 
-	fmt.Fprintln(tw, "REQUESTS\tOK\tERRORS\tPER SECOND\tP50\tP90\tP99\tSUBMIT / THIS")
+	fmt.Fprintln(tw, "REQUESTS\tOK\tERRORS\t429\tPER SECOND\tP50\tP90\tP99\tSUBMIT / THIS")
 	for _, p := range []struct {
 		phase
 		ratio string
@@ -77,7 +81,7 @@ func (r *Result) Print(w io.Writer) {
 		{r.Insert, fmt.Sprintf("%.3f", r.SubmitVsInsert())},
 		{r.Submit, ""},
 	} {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\n", p.Name, p.Requests-p.Errors, p.Errors, p.PerSecond(),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\n", p.Name, p.Requests-p.Errors, p.Errors, p.Throttled, p.PerSecond(),
 			ms(p.Quantile(0.5)), ms(p.Quantile(0.9)), ms(p.Quantile(0.99)), p.ratio)
 	}
 	fmt.Fprintln(tw)

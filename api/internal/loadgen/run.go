@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,25 +60,33 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 
 	// Baseline 1: the same server answering GET /healthz.
-	res.Healthz = drive(ctx, "GET /healthz", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, _ int) error {
-		return call(ctx, client, http.MethodGet, svc.baseURL+"/healthz", "", nil, http.StatusOK, nil)
+	res.Healthz = drive(ctx, "GET /healthz", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			return call(ctx, client, http.MethodGet, svc.baseURL+"/healthz", "", nil, http.StatusOK, nil)
+		})
 	})
 	// Baseline 2: a plain single-row INSERT through the same pool.
 	if res.Insert, err = insertBaseline(ctx, svc.pool, cfg, content); err != nil {
 		return res, err
 	}
 
-	// The load: N submissions over HTTP.
+	// The load: N submissions over HTTP. A 429 (admission control) is
+	// made again after its Retry-After; the latency recorded is that of
+	// the request that was accepted.
 	prefix := "load-" + run + "-"
-	res.Submit = drive(ctx, "POST /v1/reviews", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) error {
+	var throttled atomic.Int64
+	res.Submit = drive(ctx, "POST /v1/reviews", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) (time.Duration, error) {
 		body, err := json.Marshal(map[string]string{
 			"review_id": prefix + strconv.Itoa(i), "content_class": loadClass, "content_type": "text/plain", "content": content(i),
 		})
 		if err != nil {
-			return err
+			return 0, err
 		}
-		return call(ctx, client, http.MethodPost, svc.baseURL+"/v1/reviews", svc.submitter, body, http.StatusAccepted, nil)
+		d, n, err := submit(ctx, client, svc.baseURL+"/v1/reviews", svc.submitter, body)
+		throttled.Add(int64(n))
+		return d, err
 	})
+	res.Submit.Throttled = int(throttled.Load())
 	submitted := time.Now()
 	res.Submitted = res.Submit.Requests - res.Submit.Errors
 
@@ -93,6 +102,22 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// submit posts one review, made again after the Retry-After of each 429
+// answer, until it is accepted (202) or fails. It returns the latency of
+// the last request and the number of 429 answers.
+func submit(ctx context.Context, client *http.Client, url, token string, body []byte) (time.Duration, int, error) {
+	for throttled := 0; ; throttled++ {
+		d, err := timed(func() error { return call(ctx, client, http.MethodPost, url, token, body, http.StatusAccepted, nil) })
+		var se *statusError
+		if !errors.As(err, &se) || se.code != http.StatusTooManyRequests {
+			return d, throttled, err
+		}
+		if err := sleep(ctx, se.retryAfter); err != nil {
+			return 0, throttled + 1, fmt.Errorf("waiting out a 429: %w", err)
+		}
+	}
 }
 
 // drain waits until every submitted review has a finding or an escalation
@@ -195,9 +220,11 @@ func insertBaseline(ctx context.Context, pool *pgxpool.Pool, cfg Config, content
 		recorded_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return phase{}, fmt.Errorf("insert baseline: create table: %w", err)
 	}
-	p := drive(ctx, "INSERT", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) error {
-		_, err := pool.Exec(ctx, `INSERT INTO loadgen_baseline (review_id, body) VALUES ($1, $2)`, "baseline-"+strconv.Itoa(i), []byte(content(i)))
-		return err
+	p := drive(ctx, "INSERT", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) (time.Duration, error) {
+		return timed(func() error {
+			_, err := pool.Exec(ctx, `INSERT INTO loadgen_baseline (review_id, body) VALUES ($1, $2)`, "baseline-"+strconv.Itoa(i), []byte(content(i)))
+			return err
+		})
 	})
 	if _, err := pool.Exec(ctx, `DROP TABLE loadgen_baseline`); err != nil {
 		return p, fmt.Errorf("insert baseline: drop table: %w", err)
@@ -229,7 +256,13 @@ func call(ctx context.Context, client *http.Client, method, url, token string, b
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: status %d, want %d: %s", method, req.URL.Path, resp.StatusCode, want, strings.TrimSpace(string(b)))
+		se := &statusError{code: resp.StatusCode, want: want, msg: fmt.Sprintf("%s %s", method, req.URL.Path), body: strings.TrimSpace(string(b))}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+			se.retryAfter = time.Duration(secs) * time.Second
+		} else {
+			se.retryAfter = time.Second
+		}
+		return se
 	}
 	if into != nil {
 		return json.NewDecoder(resp.Body).Decode(into)
@@ -238,9 +271,23 @@ func call(ctx context.Context, client *http.Client, method, url, token string, b
 	return err
 }
 
+// statusError is an answer with an unexpected status.
+type statusError struct {
+	code, want int
+	msg, body  string
+	retryAfter time.Duration // Retry-After, 1s when absent
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: status %d, want %d: %s", e.msg, e.code, e.want, e.body)
+}
+
 // wait pauses for pollInterval, or returns ctx's error.
-func wait(ctx context.Context) error {
-	t := time.NewTimer(pollInterval)
+func wait(ctx context.Context) error { return sleep(ctx, pollInterval) }
+
+// sleep pauses for d, or returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

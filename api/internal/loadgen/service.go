@@ -142,8 +142,9 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 			{Role: api.RoleSubmitter, Name: "load-submitter", Secret: submitter},
 			{Role: api.RoleAuditor, Name: "load-auditor", Secret: auditor},
 		},
-		Registry: reg,
-		Logger:   log,
+		MaxInFlight: cfg.MaxInFlight,
+		Registry:    reg,
+		Logger:      log,
 	}, api.Deps{Ledger: led, Reviews: svc, ReadModels: readModels})
 	if err != nil {
 		_ = sim.Close()
