@@ -42,6 +42,9 @@ type Result struct {
 	SLO projections.SLOSummary
 
 	Memory memory
+	// ServiceCPU is the CPU time this process used from the first
+	// submission until the read models were current (ServiceWall).
+	ServiceCPU, ServiceWall time.Duration
 }
 
 // SubmitVsHealthz is submit throughput over GET /healthz throughput.
@@ -102,7 +105,11 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintln(tw)
 
 	m := r.Memory
-	fmt.Fprintln(tw, "MEMORY (whole process, service and load generator)\t")
+	fmt.Fprintln(tw, "PROCESS (service and load generator together)\t")
+	if r.ServiceCPU > 0 {
+		fmt.Fprintf(tw, "CPU, first submission → read models current\t%s in %s = %.2f of %d cores\n",
+			r.ServiceCPU.Round(time.Millisecond), r.ServiceWall.Round(time.Millisecond), r.ServiceCPU.Seconds()/r.ServiceWall.Seconds(), r.CPUs)
+	}
 	fmt.Fprintf(tw, "peak RSS\t%s\n", mib(m.PeakRSS))
 	fmt.Fprintf(tw, "peak Go heap in use / allocated / runtime total (Sys)\t%s / %s / %s\n", mib(m.PeakHeapInuse), mib(m.PeakHeapAlloc), mib(m.PeakSys))
 	fmt.Fprintf(tw, "garbage collections\t%d\n", m.NumGC)

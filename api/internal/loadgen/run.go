@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	// made again after its Retry-After; the latency recorded is that of
 	// the request that was accepted.
 	prefix := "load-" + run + "-"
+	cpu0, wall0 := processCPU(), time.Now()
 	var throttled atomic.Int64
 	res.Submit = drive(ctx, "POST /v1/reviews", cfg.Reviews, cfg.Concurrency, cfg.PhaseTimeout, func(ctx context.Context, i int) (time.Duration, error) {
 		body, err := json.Marshal(map[string]string{
@@ -93,6 +94,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := drain(ctx, svc, cfg, res, "review-"+prefix, submitted); err != nil {
 		return res, err
 	}
+	res.ServiceCPU, res.ServiceWall = processCPU()-cpu0, time.Since(wall0)
 	var slo projections.SLOSummary
 	if err := call(ctx, client, http.MethodGet, svc.baseURL+"/v1/slo?window=1h&content_class="+loadClass, svc.auditor, nil, http.StatusOK, &slo); err != nil {
 		return res, fmt.Errorf("read /v1/slo: %w", err)
