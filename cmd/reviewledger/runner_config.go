@@ -21,6 +21,7 @@ type RunnerConfig struct {
 	Workers          int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"16" help:"Reviews worked at once."`
 	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
 	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
+	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" default:"reviewledger_review_work" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres). Deployments sharing one NATS server need one each."`
 	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
 	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`
 
@@ -44,6 +45,8 @@ func (c RunnerConfig) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_PUBSUB: must be gochannel, postgres or nats, got %q", c.PubSub)
 	case c.PubSub == runner.PubSubNATS && c.NATSURL == "":
 		return fmt.Errorf("REVIEWLEDGER_NATS_URL: required with REVIEWLEDGER_PUBSUB=nats")
+	case c.Topic != "" && !validTopic(c.Topic): // empty: the runner's default
+		return fmt.Errorf("REVIEWLEDGER_WORK_TOPIC: must be 1 to %d letters, digits or underscores, got %q", maxTopicLen, c.Topic)
 	case c.RetryBudget <= 0 || c.RetryBudget > 1:
 		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET: must be above 0 and at most 1, got %v", c.RetryBudget)
 	case c.PayloadRetention <= 0:
@@ -64,11 +67,29 @@ func (c RunnerConfig) Validate() error {
 	return nil
 }
 
+// maxTopicLen keeps the PostgreSQL queue tables' names (a prefix and the
+// topic) within PostgreSQL's 63-byte identifiers.
+const maxTopicLen = 40
+
+// validTopic: a JetStream stream name and part of a PostgreSQL identifier.
+func validTopic(s string) bool {
+	if s == "" || len(s) > maxTopicLen {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
 // Apply copies the settings into a runner configuration.
 func (c RunnerConfig) Apply(rc *runner.Config) {
 	rc.Workers = c.Workers
 	rc.PubSub = c.PubSub
 	rc.NATSURL = c.NATSURL
+	rc.Topic = c.Topic
 	rc.RetryBudget = c.RetryBudget
 	rc.PayloadRetention = c.PayloadRetention
 }
