@@ -46,6 +46,7 @@ func TestE2EInvalidConfig(t *testing.T) {
 		{"callback secret without whsec_", map[string]string{"REVIEWLEDGER_CALLBACK_SECRET": "secret"}, []string{"REVIEWLEDGER_CALLBACK_SECRET"}},
 		{"body limit", map[string]string{"REVIEWLEDGER_MAX_BODY_BYTES": "lots"}, []string{"REVIEWLEDGER_MAX_BODY_BYTES"}},
 		{"sweep interval", map[string]string{"REVIEWLEDGER_SWEEP_INTERVAL": "0s"}, []string{"REVIEWLEDGER_SWEEP_INTERVAL"}},
+		{"work topic", map[string]string{"REVIEWLEDGER_WORK_TOPIC": "work topic!"}, []string{"REVIEWLEDGER_WORK_TOPIC"}},
 		{"missing policy file", map[string]string{"REVIEWLEDGER_POLICY": filepath.Join(dir, "absent.yaml")}, []string{"REVIEWLEDGER_POLICY", "absent.yaml"}},
 		{"policy: unknown key", map[string]string{"REVIEWLEDGER_POLICY": unknownKey}, []string{"REVIEWLEDGER_POLICY", unknownKey, "cap_a", "max_attempt"}},
 		{"policy: attempt_timeout above budget", map[string]string{"REVIEWLEDGER_POLICY": aboveBudget}, []string{"REVIEWLEDGER_POLICY", aboveBudget, "cap_b", "attempt_timeout"}},

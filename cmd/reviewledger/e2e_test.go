@@ -1017,3 +1017,5 @@ func hasKeys(t testing.TB, what string, raw []byte, want ...string) {
 		}
 	}
 }
+
+func reviewIDf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
