@@ -81,7 +81,7 @@ func TestRunAccountsForEveryReview(t *testing.T) {
 	if res.CurrentAfter < res.DecidedAfter {
 		t.Errorf("read models current after %s, before every review was decided (%s)", res.CurrentAfter, res.DecidedAfter)
 	}
-	if res.Memory.PeakHeapAlloc == 0 || res.Memory.PeakSys < res.Memory.PeakHeapInuse {
+	if res.Memory.PeakHeapAlloc == 0 || res.Memory.PeakSys < res.Memory.PeakHeapInuse || res.Memory.PeakGoroutines < cfg.Concurrency {
 		t.Errorf("memory marks %+v", res.Memory)
 	}
 	for _, want := range []string{"GET /healthz", "INSERT", "POST /v1/reviews", "decided (finding or escalation) / submitted", "50 / 50", "peak RSS"} {

@@ -112,7 +112,7 @@ func (r *Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "peak RSS\t%s\n", mib(m.PeakRSS))
 	fmt.Fprintf(tw, "peak Go heap in use / allocated / runtime total (Sys)\t%s / %s / %s\n", mib(m.PeakHeapInuse), mib(m.PeakHeapAlloc), mib(m.PeakSys))
-	fmt.Fprintf(tw, "garbage collections\t%d\n", m.NumGC)
+	fmt.Fprintf(tw, "peak goroutines / garbage collections\t%d / %d\n", m.PeakGoroutines, m.NumGC)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -306,6 +306,8 @@ type memory struct {
 	PeakHeapInuse uint64
 	PeakSys       uint64
 	NumGC         uint32
+	// PeakGoroutines is runtime.NumGoroutine, sampled with the heap.
+	PeakGoroutines int
 }
 
 type memSampler struct {
@@ -343,6 +345,7 @@ func (s *memSampler) sample() {
 	s.m.PeakHeapInuse = max(s.m.PeakHeapInuse, ms.HeapInuse)
 	s.m.PeakSys = max(s.m.PeakSys, ms.Sys)
 	s.m.NumGC = ms.NumGC
+	s.m.PeakGoroutines = max(s.m.PeakGoroutines, runtime.NumGoroutine())
 	s.mu.Unlock()
 }
 
