@@ -49,6 +49,7 @@ bench: ## Run the benchmarks: event store (append/insert ratio), projection catc
 	REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(ok|FAIL)'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
 	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/runner/
+	$(GO) run ./api/internal/loadgen
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
