@@ -16,13 +16,16 @@ import (
 // TestE2ECrash: serve is killed (SIGKILL) while attempts are in flight, a
 // retry is waiting and a review's deadline passes with no server up; a new
 // serve on the same database finishes every review exactly once. Run with
-// the in-process dispatch and with the durable PostgreSQL one, whose
-// undelivered work survives the kill and is delivered to the new process.
+// each dispatch backend: in-process, PostgreSQL and NATS JetStream (where
+// NATS is up).
 func TestE2ECrash(t *testing.T) {
 	t.Parallel()
-	for _, pubsub := range []string{"gochannel", "postgres"} {
+	for _, pubsub := range []string{"gochannel", "postgres", "nats"} {
 		t.Run(pubsub, func(t *testing.T) {
 			t.Parallel()
+			if pubsub == "nats" {
+				natsAvailable(t)
+			}
 			testCrash(t, pubsub)
 		})
 	}
@@ -33,6 +36,9 @@ func testCrash(t *testing.T, pubsub string) {
 	// A database with no tables: serve applies the migrations.
 	env := baseServeEnv(t, blankDatabase(t), prov.URL())
 	env["REVIEWLEDGER_PUBSUB"] = pubsub
+	if pubsub == "nats" {
+		env["REVIEWLEDGER_WORK_TOPIC"] = natsTopic(t, "crash")
+	}
 	first := startServe(t, env)
 	prov.setTarget(first.URL)
 
@@ -54,7 +60,7 @@ func testCrash(t *testing.T, pubsub string) {
 		{"e2e-crash-backoff", "e2e_crash", []step{status(http.StatusTooManyRequests, "5"), accept()}, false, "accepted", false},
 		// Its deadline passes while no server runs: the new one escalates
 		// it, with or without closing the attempt first.
-		{"e2e-crash-expired", "e2e_fast", []step{hang()}, true, "manual_review", false},
+		{"e2e-crash-expired", "e2e_crash_short", []step{hang()}, true, "manual_review", false},
 	}
 	for _, r := range reviews {
 		prov.script(r.id, r.steps...)

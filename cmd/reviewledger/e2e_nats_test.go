@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // natsAvailable skips the test when no NATS server listens on
@@ -22,6 +27,29 @@ func natsAvailable(t *testing.T) {
 	c.Close()
 }
 
+// natsTopic returns a REVIEWLEDGER_WORK_TOPIC of the test's own; its
+// JetStream stream is deleted when the test ends, after the servers
+// started later have stopped.
+func natsTopic(t *testing.T, suffix string) string {
+	t.Helper()
+	topic := fmt.Sprintf("rl_e2e_%d_%s", time.Now().UnixNano(), suffix)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+		defer cancel()
+		nc, err := nats.Connect("nats://127.0.0.1:4222")
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if js, err := jetstream.New(nc); err == nil {
+			if err := js.DeleteStream(ctx, topic); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Logf("delete JetStream stream %s: %v", topic, err)
+			}
+		}
+	})
+	return topic
+}
+
 // TestE2ENATSDeployments: two deployments (each its own database and
 // REVIEWLEDGER_WORK_TOPIC) share one NATS server. Each works its own
 // reviews: none is taken by the other deployment, found missing there and
@@ -33,7 +61,7 @@ func TestE2ENATSDeployments(t *testing.T) {
 	for i := range srvs {
 		srvs[i] = newE2EServer(t, map[string]string{
 			"REVIEWLEDGER_PUBSUB":     "nats",
-			"REVIEWLEDGER_WORK_TOPIC": fmt.Sprintf("rl_e2e_%d_%d", time.Now().UnixNano(), i),
+			"REVIEWLEDGER_WORK_TOPIC": natsTopic(t, fmt.Sprint(i)),
 		})
 	}
 	// Only the first deployment has work; the second idles on its own topic.

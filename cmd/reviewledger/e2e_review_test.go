@@ -372,7 +372,9 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 	t.Run("bad and stale signatures are refused", func(t *testing.T) {
 		t.Parallel()
 		const id = "e2e-callback-unsigned"
-		srv.Provider.script(id, async(""))
+		// Attempt 1 waits for a callback that never verifies; attempt 2 is
+		// refused, so the review escalates without waiting out a third.
+		srv.Provider.script(id, async(""), status(http.StatusBadRequest, ""))
 		srv.submit(t, id, "e2e_async", content("unsigned"))
 		eventually(t, "attempt 1 to start", func() (bool, string) {
 			return len(srv.Provider.seen(id)) >= 1, "no request yet"
@@ -627,7 +629,7 @@ func sloComparable(s map[string]any) map[string]any {
 
 // e2ePriority is each class's priority in e2ePolicy.
 var e2ePriority = map[string]int{
-	"e2e_fast": 1, "e2e_async": 1, "e2e_closed": 1, "e2e_gate": 2, "e2e_four_eyes": 3, "e2e_crash": 1,
+	"e2e_fast": 1, "e2e_async": 1, "e2e_closed": 1, "e2e_gate": 2, "e2e_four_eyes": 3, "e2e_crash": 1, "e2e_crash_short": 1,
 }
 
 // testQueueAndReads runs after the other scenarios of the shared server:
