@@ -412,6 +412,22 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 		if res.Status != http.StatusUnauthorized {
 			t.Errorf("unsigned callback: %s, want 401", res)
 		}
+		// Correctly signed, but not a finding for the attempt in flight.
+		for name, body := range map[string]map[string]any{
+			"another attempt":  {"review_id": id, "attempt": 2, "state": "accepted", "reasons": []string{}},
+			"another review":   {"review_id": "e2e-callback-ontime", "attempt": 1, "state": "accepted", "reasons": []string{}},
+			"incomplete":       {"review_id": id, "attempt": 1, "state": "maybe", "reasons": []string{}},
+			"no attempt given": {"review_id": id, "state": "accepted", "reasons": []string{}},
+		} {
+			raw, _ := json.Marshal(body)
+			res, err := srv.Provider.postCallbackBody(id, raw, time.Now(), e2eSecretKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status/100 != 4 {
+				t.Errorf("callback for %s: %s, want it refused", name, res)
+			}
+		}
 		got := srv.waitSettled(t, id)
 		if got.State != "manual_review" || len(ofType(srv.events(t, id), "FindingReceived")) != 0 {
 			t.Errorf("review %+v after refused callbacks, want manual_review with no finding", got)

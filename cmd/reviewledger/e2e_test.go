@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -951,6 +952,14 @@ func (p *scriptedProvider) sendCallback(id string, attempt int, state string, re
 
 func (p *scriptedProvider) postCallback(id string, attempt int, state string, reasons []string, ts time.Time, key []byte) (response, error) {
 	body, _ := json.Marshal(map[string]any{"review_id": id, "attempt": attempt, "state": state, "reasons": append([]string{}, reasons...)})
+	return p.postCallbackBody(id, body, ts, key)
+}
+
+// msgSeq numbers webhook-id values, unique within a test run.
+var msgSeq atomic.Int64
+
+// postCallbackBody posts body, signed, as the findings callback of review id.
+func (p *scriptedProvider) postCallbackBody(id string, body []byte, ts time.Time, key []byte) (response, error) {
 	p.mu.Lock()
 	target := p.target
 	p.mu.Unlock()
@@ -958,7 +967,7 @@ func (p *scriptedProvider) postCallback(id string, attempt int, state string, re
 	if err != nil {
 		return response{}, err
 	}
-	msgID := fmt.Sprintf("msg_%s_%d_%d", id, attempt, time.Now().UnixNano())
+	msgID := fmt.Sprintf("msg_%s_%d", id, msgSeq.Add(1))
 	stamp := strconv.FormatInt(ts.Unix(), 10)
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(msgID + "." + stamp + "." + string(body)))
