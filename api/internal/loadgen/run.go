@@ -104,7 +104,14 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := decisions(ctx, svc.pool, res, "review-"+prefix); err != nil {
 		return res, err
 	}
-	return res, nil
+	var failed []error
+	for _, p := range []phase{res.Healthz, res.Insert, res.Submit} {
+		if p.Errors > 0 || p.Requests < cfg.Reviews {
+			failed = append(failed, fmt.Errorf("%s: %d of %d requests made, %d failed (-phase-timeout %s); first failure: %w",
+				p.Name, p.Requests, cfg.Reviews, p.Errors, cfg.PhaseTimeout, p.FirstErr))
+		}
+	}
+	return res, errors.Join(failed...)
 }
 
 // submit posts one review, made again after the Retry-After of each 429
