@@ -281,6 +281,14 @@ func testCallbacks(t *testing.T, srv *e2eServer) {
 		return s.Total == 4 && s.CompletedWithinBudget+s.Escalated == 4 && s.ConflictingCompletions >= 2 && s.ManualQueue.Depth == 1,
 			fmt.Sprintf("%+v", s)
 	})
+	// Every 409 answered to a signed callback is one conflicting
+	// completion (DESIGN 4); only this class's reviews get callbacks.
+	if want := srv.Provider.conflicts.Load(); s.ConflictingCompletions != want {
+		eventually(t, "every callback answered 409 in /v1/slo", func() (bool, string) {
+			s = decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil))
+			return s.ConflictingCompletions == want, fmt.Sprintf("%d conflicting completions, %d callbacks answered 409", s.ConflictingCompletions, want)
+		})
+	}
 	hasKeys(t, "/v1/slo", raw.Body, "total", "completed_within_budget", "within_budget_ratio", "escalated", "conflicting_completions", "latency_ms", "manual_queue")
 	if s.CompletedWithinBudget != 3 || s.Escalated != 1 || s.WithinBudgetRatio != 0.75 ||
 		s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 < s.LatencyMS.P50 || s.ManualQueue.Depth != 1 {
@@ -698,6 +706,10 @@ func testQueueAndReads(t *testing.T, srv *e2eServer) {
 	srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator2, nil)
 	srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/manual-queue/"+id+"/claim", tokModerator, nil)
 
+	if ct := srv.expect(t, http.StatusOK, http.MethodGet, "/", "", nil).Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("GET / answered Content-Type %q, want HTML", ct)
+	}
+	srv.expect(t, http.StatusOK, http.MethodGet, "/readyz", "", nil)
 	metrics := string(srv.expect(t, http.StatusOK, http.MethodGet, "/metrics", "", nil).Body)
 	for _, want := range []string{"# TYPE ", "reviewledger_"} {
 		if !strings.Contains(metrics, want) {

@@ -790,6 +790,8 @@ type scriptedProvider struct {
 	calls     map[string][]providerCall
 	callbacks map[string][]int // statuses the server answered to callbacks
 	cancelled map[string]int   // hanging requests the caller gave up on
+
+	conflicts atomic.Int64 // callbacks answered 409
 }
 
 func newScriptedProvider(t *testing.T) *scriptedProvider {
@@ -981,6 +983,9 @@ func (p *scriptedProvider) postCallbackBody(id string, body []byte, ts time.Time
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
+	if res.StatusCode == http.StatusConflict {
+		p.conflicts.Add(1)
+	}
 	return response{Status: res.StatusCode, Header: res.Header, Body: raw}, err
 }
 
