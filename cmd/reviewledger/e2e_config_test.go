@@ -20,7 +20,7 @@ func TestE2EInvalidConfig(t *testing.T) {
 		}
 		return p
 	}
-	const good = "budget: 3s\n    attempt_timeout: 1s\n    max_attempts: 2\n    backoff: {initial: 50ms, max: 100ms, jitter: 0s}\n    on_exhaustion: manual_review\n"
+	const good = "budget: 3s\n    attempt_timeout: 1s\n    max_attempts: 2\n    backoff: {initial: 50ms, max: 100ms, jitter: 10ms}\n    on_exhaustion: manual_review\n"
 	unknownKey := policy("unknown-key.yaml", "cap_a:\n    "+good+"    max_attempt: 3\n")
 	aboveBudget := policy("above-budget.yaml", "cap_b:\n    "+strings.Replace(good, "attempt_timeout: 1s", "attempt_timeout: 5s", 1))
 	badExhaustion := policy("exhaustion.yaml", "cap_c:\n    "+strings.Replace(good, "on_exhaustion: manual_review", "on_exhaustion: shrug", 1))

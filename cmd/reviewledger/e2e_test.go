@@ -122,14 +122,14 @@ const e2ePolicy = `classes:
     priority: 3
   e2e_crash:           # long attempts, so a kill lands mid-attempt
     budget: 20s
-    attempt_timeout: 3s
+    attempt_timeout: 5s
     max_attempts: 2
     backoff: {initial: 50ms, max: 200ms, jitter: 20ms}
     on_exhaustion: manual_review
     priority: 1
   e2e_crash_short:     # and a deadline that passes while no server runs
-    budget: 4s
-    attempt_timeout: 3s
+    budget: 5s
+    attempt_timeout: 5s
     max_attempts: 2
     backoff: {initial: 50ms, max: 200ms, jitter: 20ms}
     on_exhaustion: manual_review
