@@ -122,6 +122,15 @@ func TestE2EAudit(t *testing.T) {
 		if after := queue(); !reflect.DeepEqual(after, beforeQueue) {
 			t.Errorf("queue after the rebuild %+v\nbefore %+v", after, beforeQueue)
 		}
+		if code, out, errOut := srv.cli(t, "projections", "rebuild", "manual_queue"); code != 0 {
+			t.Errorf("projections rebuild manual_queue: exit %d\n%s%s", code, out, errOut)
+		}
+		if after := queue(); !reflect.DeepEqual(after, beforeQueue) {
+			t.Errorf("queue after rebuilding it alone %+v\nbefore %+v", after, beforeQueue)
+		}
+		if code, _, _ := srv.cli(t, "projections", "rebuild", "no_such_projection"); code == 0 {
+			t.Error("projections rebuild of an unknown projection exits 0")
+		}
 		if code, out, _ := srv.cli(t, "projections", "status"); code != 0 || !strings.Contains(out, "manual_queue") {
 			t.Errorf("projections status: exit %d\n%s", code, out)
 		}
@@ -164,6 +173,9 @@ func TestE2EAudit(t *testing.T) {
 			if strings.Contains(out+errOut, intact) {
 				t.Errorf("audit verify names the intact review %s:\n%s%s", intact, out, errOut)
 			}
+		}
+		if code, out, errOut := srv.cli(t, "audit", "verify", "--review", decided); code == 0 || !strings.Contains(out+errOut, decided) {
+			t.Errorf("audit verify --review %s (altered): exit %d\n%s%s", decided, code, out, errOut)
 		}
 		if code, out, errOut := srv.cli(t, "audit", "verify", "--review", accepted); code != 0 {
 			t.Errorf("audit verify --review %s (intact): exit %d\n%s%s", accepted, code, out, errOut)
