@@ -91,6 +91,11 @@ func (p *HTTP) Review(ctx context.Context, req Request) Result {
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Idempotency-Key", req.ReviewID)
 	hr.Header.Set("X-Review-Attempt", strconv.Itoa(req.Attempt))
+	// One attempt is one request. net/http resends a request carrying an
+	// Idempotency-Key on a connection that dies before an answer when it
+	// can rewind the body; without GetBody it cannot, so the attempt fails
+	// as a transport error and the control path decides about a retry.
+	hr.GetBody = nil
 	resp, err := p.client.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
