@@ -479,6 +479,16 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			state: "manual_review", attempts: 3, closed: []string{"invalid_finding", "invalid_finding", "invalid_finding"}, reason: "attempts_exhausted",
 		},
 		{
+			name: "a dropped connection is retried", id: "e2e-answer-reset",
+			steps: []step{resetConnection(), accept()},
+			state: "accepted", attempts: 2, closed: []string{"transport_error"},
+		},
+		{
+			name: "a callback before the 202 decides", id: "e2e-answer-callback-first",
+			steps: []step{callbackFirst("rejected")},
+			state: "rejected", attempts: 1, closed: []string{},
+		},
+		{
 			name: "an invalid finding is retried", id: "e2e-answer-invalid-then-valid",
 			steps: []step{answer200(func(id string) any { return map[string]any{"review_id": id, "reasons": []string{}} }), accept()},
 			state: "accepted", attempts: 2, closed: []string{"invalid_finding"},
@@ -515,8 +525,14 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			} else if len(findings) != 1 || findings[0].field("attempt") != float64(tc.attempts) {
 				t.Errorf("findings %v, want one, of the last attempt", findings)
 			}
-			if n := len(srv.Provider.seen(tc.id)); n != tc.attempts {
-				t.Errorf("provider saw %d attempts, want %d", n, tc.attempts)
+			// One request per attempt (DESIGN 4): nothing resends one.
+			calls := srv.Provider.seen(tc.id)
+			var numbers []string
+			for _, c := range calls {
+				numbers = append(numbers, c.Attempt)
+			}
+			if len(calls) != tc.attempts {
+				t.Errorf("provider saw %d requests (X-Review-Attempt %v) for %d attempts", len(calls), numbers, tc.attempts)
 			}
 		})
 	}

@@ -941,6 +941,31 @@ func async(state string, reasons ...string) step {
 	}
 }
 
+// callbackFirst sends the signed finding and waits for the server's answer
+// before it answers 202: a provider faster than its own HTTP answer.
+func callbackFirst(state string) step {
+	return func(p *scriptedProvider, w http.ResponseWriter, _ *http.Request, id string, attempt int) {
+		code, err := p.sendCallback(id, attempt, state, []string{"called back first"}, time.Now(), e2eSecretKey)
+		if err != nil {
+			code = -1
+		}
+		p.mu.Lock()
+		p.callbacks[id] = append(p.callbacks[id], code)
+		p.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+// resetConnection drops the connection without an answer.
+func resetConnection() step {
+	return func(_ *scriptedProvider, w http.ResponseWriter, _ *http.Request, _ string, _ int) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+}
+
 // sendCallback posts a findings callback for the attempt, signed as the
 // Standard Webhooks specification says with key at time ts, and returns
 // the server's status.
