@@ -479,6 +479,17 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			state: "manual_review", attempts: 3, closed: []string{"invalid_finding", "invalid_finding", "invalid_finding"}, reason: "attempts_exhausted",
 		},
 		{
+			name: "Retry-After as an HTTP date, or unreadable", id: "e2e-answer-retry-after-forms",
+			steps: []step{
+				func(p *scriptedProvider, w http.ResponseWriter, r *http.Request, id string, n int) {
+					status(http.StatusServiceUnavailable, time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat))(p, w, r, id, n)
+				},
+				status(http.StatusTooManyRequests, "soon"),
+				accept(),
+			},
+			state: "accepted", attempts: 3, closed: []string{"provider_unavailable", "rate_limited"},
+		},
+		{
 			name: "a dropped connection is retried", id: "e2e-answer-reset",
 			steps: []step{resetConnection(), accept()},
 			state: "accepted", attempts: 2, closed: []string{"transport_error"},
