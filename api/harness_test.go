@@ -84,7 +84,7 @@ func (f *fakeRunner) Submit(ctx context.Context, req runner.SubmitRequest) (*led
 		if err != nil {
 			return nil, false, err
 		}
-		if !rv.SameSubmission(req.ContentClass, digest) {
+		if !rv.SameSubmission(req.ContentClass, req.ContentType, digest) {
 			return nil, false, domain.ErrReviewExists
 		}
 		return rv, false, nil
@@ -136,7 +136,7 @@ func newHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
 	h.store = memstore.New()
 	h.ledger = ledger.New(h.store)
 	clock := func() time.Time { return h.now }
-	h.runner = &fakeRunner{ledger: h.ledger, policy: domain.DefaultPolicy(), now: clock}
+	h.runner = &fakeRunner{ledger: h.ledger, policy: harnessPolicy(), now: clock}
 	cfg := Config{
 		Tokens: testTokens,
 		Logger: slog.New(slog.NewJSONHandler(h.logs, nil)),
@@ -286,4 +286,14 @@ func wantKeys(t testing.TB, m map[string]json.RawMessage, want ...string) {
 			t.Errorf("key %q missing from %v", k, m)
 		}
 	}
+}
+
+// harnessPolicy is the default policy with four-eyes on publishing_rule
+// (approvals: 2), as a policy file would set it.
+func harnessPolicy() domain.Policy {
+	p := domain.DefaultPolicy()
+	rule := p.Classes["publishing_rule"]
+	rule.Approvals = 2
+	p.Classes["publishing_rule"] = rule
+	return p
 }

@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxReviewIDLen is the longest review ID accepted.
 const MaxReviewIDLen = 128
@@ -17,7 +20,8 @@ func ValidateReviewID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		if !idByte(id[i]) {
-			return &FieldError{Field: "review_id", Reason: fmt.Sprintf("character %q at offset %d is not one of A-Z a-z 0-9 . _ : -", id[i], i), Err: ErrInvalidReviewID}
+			r, _ := utf8.DecodeRuneInString(id[i:])
+			return &FieldError{Field: "review_id", Reason: fmt.Sprintf("character %q at byte offset %d is not one of A-Z a-z 0-9 . _ : -", r, i), Err: ErrInvalidReviewID}
 		}
 	}
 	return nil

@@ -158,7 +158,6 @@ func DefaultPolicy() Policy {
 		"publishing_rule": {
 			Budget: 30 * time.Second, AttemptTimeout: 10 * time.Second, MaxAttempts: 3,
 			Backoff: backoff, OnExhaustion: ExhaustToRejected, HumanGate: true, Priority: 3,
-			Approvals: 2,
 		},
 	}}
 }

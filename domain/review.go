@@ -143,7 +143,7 @@ func (r *Review) apply(e Event) error {
 		if e.State != StateManualReview && e.State != StateRejected {
 			return fmt.Errorf("escalation to %q", e.State)
 		}
-		if e.State == StateRejected && !r.failsClosed(e.Reason) {
+		if e.State == StateRejected && !r.mayFailClosed(e.Reason) {
 			return fmt.Errorf("%s escalation to rejected on a class that does not fail closed for it", e.Reason)
 		}
 		r.gateHeld = false
@@ -182,9 +182,24 @@ func (r *Review) apply(e Event) error {
 }
 
 // failsClosed reports whether an escalation for reason rejects the review
-// instead of queueing it: only exhaustion of a fail-closed class does; a
-// human gate or a cancellation always goes to a moderator.
+// instead of queueing it: only the exhaustion of a fail-closed class's own
+// budget or attempts does. Everything else that ends the automated path (a
+// provider refusing the request, the provider-wide retry budget, a human
+// gate, a cancellation) goes to a moderator: a provider fault such as a
+// rotated credential must never reject content wholesale.
 func (r *Review) failsClosed(reason EscalationReason) bool {
+	switch reason {
+	case ReasonAttemptsExhausted, ReasonBudgetExhausted, ReasonDeadlinePassed:
+		return r.policy.OnExhaustion == ExhaustToRejected
+	}
+	return false
+}
+
+// mayFailClosed reports whether a stored escalation to rejected is
+// consistent with the class. It accepts every reason but a human gate or a
+// cancellation on a fail-closed class, as histories written before
+// failsClosed was narrowed did: events are forever.
+func (r *Review) mayFailClosed(reason EscalationReason) bool {
 	switch reason {
 	case ReasonHumanGate, ReasonCancelled:
 		return false

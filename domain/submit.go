@@ -40,8 +40,8 @@ func Submit(cmd SubmitCommand) (Submitted, error) {
 }
 
 // SameSubmission reports whether a repeated submit names the same review:
-// same class and same content digest. A repeat that differs is a conflict
-// (ErrReviewExists), never a second review.
-func (r *Review) SameSubmission(class, payloadDigest string) bool {
-	return r.exists && r.class == class && r.payloadDigest == payloadDigest
+// same class, content type and content digest. A repeat that differs is a
+// conflict (ErrReviewExists), never a second review.
+func (r *Review) SameSubmission(class, contentType, payloadDigest string) bool {
+	return r.exists && r.class == class && r.contentType == contentType && r.payloadDigest == payloadDigest
 }

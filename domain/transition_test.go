@@ -360,7 +360,10 @@ func escalationTransitions() []transition {
 			policy, target, class := automated(), domain.StateManualReview, "queueing"
 			if closed {
 				policy, class = failClosed(), "fail-closed"
-				if reason != domain.ReasonHumanGate && reason != domain.ReasonCancelled {
+				switch reason {
+				case domain.ReasonAttemptsExhausted, domain.ReasonBudgetExhausted, domain.ReasonDeadlinePassed:
+					// Only the class's own exhaustion fails closed; a
+					// provider fault or a human gate goes to a moderator.
 					target = domain.StateRejected
 				}
 			}
@@ -626,8 +629,10 @@ func TestSubmit(t *testing.T) {
 			!r.Deadline().Equal(at(30*time.Second)) || r.Attempts() != 0 || r.Policy().Snapshot() != automated().Snapshot() {
 			t.Fatalf("review = %+v", r)
 		}
-		if !r.SameSubmission(testClass, "sha256:00ff") || r.SameSubmission("transcript_import", "sha256:00ff") || r.SameSubmission(testClass, "sha256:11ee") {
-			t.Fatal("SameSubmission must match class and digest exactly")
+		ct := r.ContentType()
+		if !r.SameSubmission(testClass, ct, "sha256:00ff") || r.SameSubmission("transcript_import", ct, "sha256:00ff") ||
+			r.SameSubmission(testClass, ct, "sha256:11ee") || r.SameSubmission(testClass, ct+"x", "sha256:00ff") {
+			t.Fatal("SameSubmission must match class, content type and digest exactly")
 		}
 		if r.Remaining(at(10*time.Second)) != 20*time.Second {
 			t.Fatalf("remaining = %s, want 20s", r.Remaining(at(10*time.Second)))
@@ -652,7 +657,7 @@ func TestSubmit(t *testing.T) {
 			}
 		})
 	}
-	if (&domain.Review{}).SameSubmission("", "") {
+	if (&domain.Review{}).SameSubmission("", "", "") {
 		t.Fatal("a review that does not exist matches no submission")
 	}
 }

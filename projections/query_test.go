@@ -79,7 +79,7 @@ func TestQueries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	s := scenario{t: t, e: e, pol: domain.DefaultPolicy()}
+	s := scenario{t: t, e: e, pol: workload.DefaultPolicy()}
 	sec := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Second))) }
 
 	// caption_suggestion (priority 1), transcript_import (2), publishing_rule

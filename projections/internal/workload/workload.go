@@ -32,7 +32,7 @@ type Config struct {
 	// submitted Spacing apart (per writer) in simulated time.
 	Start   time.Time
 	Spacing time.Duration
-	// Policy; domain.DefaultPolicy() when it has no classes.
+	// Policy; DefaultPolicy() when it has no classes.
 	Policy domain.Policy
 	// OnConflict, when set, is called for each conflicting completion the
 	// workload produces (a late finding, a lost decision race).
@@ -50,7 +50,7 @@ type Stats struct {
 // Run appends the workload to l and returns what it appended.
 func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
 	if len(cfg.Policy.Classes) == 0 {
-		cfg.Policy = domain.DefaultPolicy()
+		cfg.Policy = DefaultPolicy()
 	}
 	cfg.Writers = max(cfg.Writers, 1)
 	if cfg.Spacing == 0 {
@@ -295,4 +295,15 @@ func (w *writer) conflict(ctx context.Context, class, id string, at time.Time) e
 		return nil
 	}
 	return w.cfg.OnConflict(ctx, class, id, at)
+}
+
+// DefaultPolicy is domain.DefaultPolicy with four-eyes (approvals: 2) on
+// publishing_rule, as a policy file would set it, so the workload exercises
+// every event kind.
+func DefaultPolicy() domain.Policy {
+	p := domain.DefaultPolicy()
+	rule := p.Classes["publishing_rule"]
+	rule.Approvals = 2
+	p.Classes["publishing_rule"] = rule
+	return p
 }
