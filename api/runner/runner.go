@@ -94,7 +94,9 @@ type Config struct {
 	LostAttemptGrace time.Duration
 	// RetryBudget is the share of recent attempts that may be retries.
 	// Default 0.2. RetryBudgetWindow (default 10s) is "recent";
-	// RetryBudgetMinRetries (default 3) retries are always allowed per window.
+	// RetryBudgetMinRetries (default 50) retries are always allowed per
+	// window, so a quiet service retries freely and the budget bites only
+	// under load, when retries would multiply an outage.
 	RetryBudget           float64
 	RetryBudgetWindow     time.Duration
 	RetryBudgetMinRetries int
@@ -147,7 +149,7 @@ func (c *Config) setDefaults() {
 		c.RetryBudgetWindow = 10 * time.Second
 	}
 	if c.RetryBudgetMinRetries == 0 {
-		c.RetryBudgetMinRetries = 3
+		c.RetryBudgetMinRetries = 50
 	}
 	if c.PayloadRetention == 0 {
 		c.PayloadRetention = 720 * time.Hour

@@ -54,6 +54,14 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Rev
 	if err != nil {
 		return nil, false, err
 	}
+	// A review submitted before is answered from the ledger without
+	// touching the pending set: a retried or conflicting submit must not
+	// mark a decided review pending again.
+	if existing, err := s.ledger.Load(ctx, req.ReviewID); err == nil {
+		return s.resubmitted(existing, req, pl.Digest)
+	} else if !errors.Is(err, domain.ErrReviewNotFound) {
+		return nil, false, err
+	}
 	// Content and the pending mark go first: a review whose stream exists
 	// always has both (a crash in between leaves only rows that the
 	// sweeper clears).
@@ -62,14 +70,19 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Rev
 	}
 	rv, err = s.ledger.Create(ctx, ev, req.Actor)
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		// Another submit of the same ID won the race. Ours staged a
+		// pending mark too (the same row); clear it if the winner's
+		// review has already left pending.
 		existing, lerr := s.ledger.Load(ctx, req.ReviewID)
 		if lerr != nil {
 			return nil, false, lerr
 		}
-		if !existing.SameSubmission(req.ContentClass, pl.Digest) {
-			return nil, false, fmt.Errorf("review %q: %w", req.ReviewID, domain.ErrReviewExists)
+		if existing.State() != domain.StatePending {
+			if err := s.state.done(ctx, req.ReviewID); err != nil {
+				return nil, false, err
+			}
 		}
-		return existing, false, nil
+		return s.resubmitted(existing, req, pl.Digest)
 	}
 	if err != nil {
 		return nil, false, err
@@ -87,6 +100,15 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (rv *ledger.Rev
 	}
 	s.outstanding.created()
 	return rv, true, nil
+}
+
+// resubmitted answers a submit of a review that exists: the same review
+// (class, content type and content) again is not an error.
+func (s *Service) resubmitted(existing *ledger.Review, req SubmitRequest, digest string) (*ledger.Review, bool, error) {
+	if !existing.SameSubmission(req.ContentClass, req.ContentType, digest) {
+		return nil, false, fmt.Errorf("review %q: %w", req.ReviewID, domain.ErrReviewExists)
+	}
+	return existing, false, nil
 }
 
 func (s *Service) publish(reviewID string) error {

@@ -49,6 +49,9 @@ func (c *MigrateCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) e
 // migrate applies pending migrations under the migrator's advisory lock and
 // logs what it did.
 func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int, error) {
+	if err := pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: cannot reach the database: %w", err)
+	}
 	applied, err := migrations.Apply(ctx, pool)
 	if err != nil {
 		return applied, err

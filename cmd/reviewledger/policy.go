@@ -89,7 +89,11 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 				case "max":
 					c.Backoff.Max, err = duration(v)
 				case "jitter":
-					c.Backoff.Jitter, err = duration(v)
+					// Every duration written in the file must be positive
+					// (DESIGN 5.3); leave jitter out for none.
+					if c.Backoff.Jitter, err = duration(v); err == nil && c.Backoff.Jitter <= 0 {
+						err = fmt.Errorf("line %d: must be a positive duration, got %s (leave jitter out for none)", v.Line, c.Backoff.Jitter)
+					}
 				default:
 					return fmt.Errorf("backoff.%s: line %d: unknown key", key, v.Line)
 				}

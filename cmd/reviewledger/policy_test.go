@@ -62,6 +62,8 @@ func TestParsePolicyRefuses(t *testing.T) {
 		{"malformed duration", strings.Replace(class(""), "budget: 30s", "budget: soon", 1), `class "caption_suggestion": budget: line 3`},
 		{"negative duration", strings.Replace(class(""), "budget: 30s", "budget: -30s", 1), `class "caption_suggestion": budget`},
 		{"zero duration", strings.Replace(class(""), "attempt_timeout: 10s", "attempt_timeout: 0s", 1), `class "caption_suggestion": attempt_timeout`},
+		{"zero jitter", strings.Replace(class(""), "max: 2s}", "max: 2s, jitter: 0s}", 1), `class "caption_suggestion": backoff.jitter`},
+		{"negative jitter", strings.Replace(class(""), "max: 2s}", "max: 2s, jitter: -5ms}", 1), `class "caption_suggestion": backoff.jitter`},
 		{"attempt timeout above budget", strings.Replace(class(""), "attempt_timeout: 10s", "attempt_timeout: 40s", 1), `class "caption_suggestion": attempt_timeout`},
 		{"unknown on_exhaustion", strings.Replace(class(""), "on_exhaustion: manual_review", "on_exhaustion: retry", 1), `class "caption_suggestion": on_exhaustion`},
 		{"key twice", class("    budget: 20s\n"), `class "caption_suggestion": budget: line 8: key given twice`},

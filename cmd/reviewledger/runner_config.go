@@ -23,6 +23,7 @@ type RunnerConfig struct {
 	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
 	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" default:"reviewledger_review_work" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres). Deployments sharing one NATS server need one each."`
 	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
+	RetryBudgetMin   int           `name:"retry-budget-min" env:"REVIEWLEDGER_RETRY_BUDGET_MIN" default:"50" help:"Retries always allowed per 10s window, whatever the share."`
 	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`
 
 	SimSeed         uint64        `name:"sim-seed" env:"REVIEWLEDGER_SIM_SEED" default:"1" help:"Simulator: random seed."`
@@ -49,6 +50,8 @@ func (c RunnerConfig) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_WORK_TOPIC: must be 1 to %d letters, digits or underscores, got %q", maxTopicLen, c.Topic)
 	case c.RetryBudget <= 0 || c.RetryBudget > 1:
 		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET: must be above 0 and at most 1, got %v", c.RetryBudget)
+	case c.RetryBudgetMin < 1:
+		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET_MIN: must be at least 1, got %d", c.RetryBudgetMin)
 	case c.PayloadRetention <= 0:
 		return fmt.Errorf("REVIEWLEDGER_PAYLOAD_RETENTION: must be a positive duration such as 720h, got %s", c.PayloadRetention)
 	}
@@ -91,6 +94,7 @@ func (c RunnerConfig) Apply(rc *runner.Config) {
 	rc.NATSURL = c.NATSURL
 	rc.Topic = c.Topic
 	rc.RetryBudget = c.RetryBudget
+	rc.RetryBudgetMinRetries = c.RetryBudgetMin
 	rc.PayloadRetention = c.PayloadRetention
 }
 

@@ -16,7 +16,7 @@ import (
 
 func validRunnerConfig() RunnerConfig {
 	return RunnerConfig{Workers: 4, PubSub: "gochannel", NATSURL: "nats://127.0.0.1:4222", RetryBudget: 0.2,
-		PayloadRetention: time.Hour, SimSeed: 1, SimMedian: 5 * time.Millisecond, SimP99: 20 * time.Millisecond,
+		RetryBudgetMin: 50, PayloadRetention: time.Hour, SimSeed: 1, SimMedian: 5 * time.Millisecond, SimP99: 20 * time.Millisecond,
 		SimRejectRate: 0.1}
 }
 
@@ -30,6 +30,7 @@ func TestRunnerConfigValidateNamesTheSetting(t *testing.T) {
 		"REVIEWLEDGER_PUBSUB":                 func(c *RunnerConfig) { c.PubSub = "kafka" },
 		"REVIEWLEDGER_NATS_URL":               func(c *RunnerConfig) { c.PubSub, c.NATSURL = "nats", "" },
 		"REVIEWLEDGER_RETRY_BUDGET":           func(c *RunnerConfig) { c.RetryBudget = 1.5 },
+		"REVIEWLEDGER_RETRY_BUDGET_MIN":       func(c *RunnerConfig) { c.RetryBudgetMin = 0 },
 		"REVIEWLEDGER_PAYLOAD_RETENTION":      func(c *RunnerConfig) { c.PayloadRetention = 0 },
 		"REVIEWLEDGER_SIM_TIMEOUT_RATE":       func(c *RunnerConfig) { c.SimTimeoutRate = -1 },
 		"REVIEWLEDGER_SIM_ASYNC_RATE":         func(c *RunnerConfig) { c.SimAsyncRate = 3 },
