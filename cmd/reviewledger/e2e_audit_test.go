@@ -88,6 +88,9 @@ func TestE2EAudit(t *testing.T) {
 				t.Errorf("replay output lacks %q:\n%s", want, out)
 			}
 		}
+		if strings.Contains(out, contentMarker) {
+			t.Errorf("replay prints the content:\n%s", out)
+		}
 		if code, _, _ := srv.cli(t, "replay", "e2e-audit-unknown"); code == 0 {
 			t.Error("replay of an unknown review exits 0")
 		}

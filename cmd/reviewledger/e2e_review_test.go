@@ -743,6 +743,12 @@ func testQueueAndReads(t *testing.T, srv *e2eServer) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// No label per review (unbounded series) and no content.
+	for _, never := range []string{contentMarker, "e2e-submit-0001", "e2e-timeouts-0001", "mona"} {
+		if strings.Contains(metrics, never) {
+			t.Errorf("/metrics contains %q", never)
+		}
+	}
 	var doc map[string]any
 	if err := json.Unmarshal(srv.expect(t, http.StatusOK, http.MethodGet, "/openapi.json", "", nil).Body, &doc); err != nil || doc["paths"] == nil {
 		t.Errorf("/openapi.json is not an OpenAPI document: %v", err)
