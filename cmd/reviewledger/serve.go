@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,9 +72,9 @@ func (c *ServeCmd) Validate() error {
 // first, then the workers and the projector.
 func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	cfg := &c.Config
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := c.openPool(ctx)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if _, err := migrate(ctx, pool, log); err != nil {
@@ -138,6 +139,25 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	log.Info("serving", "addr", cfg.Addr, "version", version, "roles", c.Roles, "provider", cfg.Provider,
 		"pubsub", c.Runner.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names())
 	return runAll(ctx, log, roles...)
+}
+
+// openPool opens the database pool. Unless DATABASE_URL sets
+// pool_max_conns, the pool is sized for the workers (each holds a connection
+// for a few statements per attempt) plus the API and the projector; pgx's
+// own default, the number of CPUs, starves the workers on a small machine.
+func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(c.DatabaseURL, "pool_max_conns") {
+		pc.MaxConns = int32(max(16, c.Runner.Workers+8))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	return pool, nil
 }
 
 // readiness is /readyz: the database answers and no projection lags more
