@@ -6,11 +6,8 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
-	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 )
 
 // AuditCmd groups the auditor's commands.
@@ -28,16 +25,11 @@ type AuditVerifyCmd struct {
 // Run verifies, prints each damaged review and a summary, and fails when
 // anything is damaged.
 func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
-	pool, err := pgxpool.New(ctx, c.DatabaseURL)
+	pool, store, closeDB, err := openLedgerDB(ctx, c.DatabaseURL, log, true)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	defer pool.Close()
-	if _, err := migrate(ctx, pool, log); err != nil {
 		return err
 	}
-	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	defer store.Close()
+	defer closeDB()
 	anchors := audit.PGAnchors{Pool: pool}
 	v := &audit.Verifier{Store: store, Histories: ledger.New(store), Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}, anchors}}
 	if !c.NoAnchor {

@@ -10,9 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -100,16 +97,11 @@ func lag(s projections.Status) string {
 // withProjections opens the database (migrating it) and the ledger, and
 // runs fn with a projection runner over them.
 func withProjections(ctx context.Context, cfg *Config, log *slog.Logger, fn func(*projections.Runner) error) error {
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, store, closeDB, err := openLedgerDB(ctx, cfg.DatabaseURL, log, true)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	defer pool.Close()
-	if _, err := migrate(ctx, pool, log); err != nil {
 		return err
 	}
-	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	defer store.Close()
+	defer closeDB()
 	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Logger: log})
 	if err != nil {
 		return err

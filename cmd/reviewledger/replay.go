@@ -7,12 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
-	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 )
 
 // ReplayCmd prints a review's timeline and the state rebuilt from it.
@@ -41,13 +38,11 @@ func (c *ReplayCmd) Validate() error {
 
 // Run reads the review's stream and renders it. It only reads.
 func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
-	pool, err := pgxpool.New(ctx, c.DatabaseURL)
+	_, store, closeDB, err := openLedgerDB(ctx, c.DatabaseURL, log, false)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
-	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	defer store.Close()
+	defer closeDB()
 	h, err := ledger.New(store).History(ctx, c.ID)
 	if err != nil {
 		return err
