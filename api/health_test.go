@@ -96,8 +96,34 @@ func TestUnexpectedErrorsAnswerGeneric500(t *testing.T) {
 
 func TestUnknownRoutes(t *testing.T) {
 	h := newHarness(t)
-	wantProblem(t, h.do("GET", "/v2/nothing", "", ""), http.StatusNotFound, "route-not-found", "")
-	wantProblem(t, h.do("DELETE", "/v1/reviews/r1", adminToken, ""), http.StatusMethodNotAllowed, "method-not-allowed", "")
+	cases := []struct {
+		method, path string
+		status       int
+		kind, detail string
+	}{
+		{"GET", "/v2/nothing", http.StatusNotFound, "route-not-found", "no route for GET /v2/nothing"},
+		{"GET", "/v1/nope", http.StatusNotFound, "route-not-found", "no route for GET /v1/nope"},
+		{"DELETE", "/v1/reviews/r1", http.StatusMethodNotAllowed, "method-not-allowed", "method DELETE is not allowed on /v1/reviews/r1"},
+		{"POST", "/healthz", http.StatusMethodNotAllowed, "method-not-allowed", "method POST is not allowed on /healthz"},
+		{"BREW", "/healthz", http.StatusMethodNotAllowed, "method-not-allowed", "method other is not allowed on /healthz"},
+	}
+	for _, tc := range cases {
+		rec := h.do(tc.method, tc.path, adminToken, "")
+		p := wantProblem(t, rec, tc.status, tc.kind, "")
+		if p.Detail != tc.detail || p.Instance != tc.path {
+			t.Errorf("%s %s: detail %q instance %q, want %q", tc.method, tc.path, p.Detail, p.Instance, tc.detail)
+		}
+		if strings.Contains(rec.Body.String(), "code=") || strings.Contains(rec.Body.String(), "message=") {
+			t.Errorf("%s %s: Echo's error text in the body: %s", tc.method, tc.path, rec.Body)
+		}
+		if tc.status == http.StatusMethodNotAllowed && rec.Header().Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
+	}
+	long := "/v1/" + strings.Repeat("x", 500)
+	if p := wantProblem(t, h.do("GET", long, "", ""), http.StatusNotFound, "route-not-found", ""); len(p.Detail) > 250 {
+		t.Errorf("detail quotes %d bytes of the path", len(p.Detail))
+	}
 	// A request ID that is not plausible is replaced.
 	rec := h.do("GET", "/healthz", "", "", "X-Request-Id", "bad id\twith tab")
 	if id := rec.Header().Get("X-Request-Id"); id == "" || strings.Contains(id, " ") {

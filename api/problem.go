@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -91,19 +92,44 @@ var problemTable = []problemKind{
 
 var internalProblem = problemKind{status: http.StatusInternalServerError, kind: "internal", title: "Internal server error"}
 
+// routeError is an error of routing itself: its message is the whole
+// detail ("no route for GET /v1/nope"), and it matches its sentinel.
+type routeError struct {
+	msg string
+	err error
+}
+
+func (e *routeError) Error() string { return e.msg }
+func (e *routeError) Unwrap() error { return e.err }
+
+// maxPathInDetail bounds how much of a request path a detail quotes.
+const maxPathInDetail = 200
+
+// fromEcho replaces the errors Echo's router and body reader raise
+// (*echo.HTTPError, whose text reads "code=404, message=Not Found") with
+// ours, whose detail says what was asked for.
+func fromEcho(err error, r *http.Request) error {
+	var he *echo.HTTPError
+	if !errors.As(err, &he) {
+		return err
+	}
+	path := r.URL.Path
+	if len(path) > maxPathInDetail {
+		path = path[:maxPathInDetail] + "…"
+	}
+	switch he.Code {
+	case http.StatusNotFound:
+		return &routeError{msg: fmt.Sprintf("no route for %s %s", methodLabel(r.Method), path), err: ErrRouteNotFound}
+	case http.StatusMethodNotAllowed:
+		return &routeError{msg: fmt.Sprintf("method %s is not allowed on %s", methodLabel(r.Method), path), err: ErrMethodNotAllowed}
+	case http.StatusRequestEntityTooLarge:
+		return &routeError{msg: "request body too large", err: ErrBodyTooLarge}
+	}
+	return err
+}
+
 // classify finds the row for err, and the field at fault if any.
 func (s *Server) classify(err error) (problemKind, string, bool) {
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		switch he.Code {
-		case http.StatusNotFound:
-			err = ErrRouteNotFound
-		case http.StatusMethodNotAllowed:
-			err = ErrMethodNotAllowed
-		case http.StatusRequestEntityTooLarge:
-			err = ErrBodyTooLarge
-		}
-	}
 	for _, row := range s.problems {
 		if errors.Is(err, row.err) {
 			field := ""
@@ -122,6 +148,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	err = fromEcho(err, c.Request())
 	row, field, known := s.classify(err)
 	p := Problem{
 		Type:      ProblemTypeBase + row.kind,
