@@ -92,11 +92,12 @@ func (s *Server) routes() *echo.Echo {
 	e.HEAD("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.HEAD("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	metrics := echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	e.GET("/metrics", metrics)
 	e.GET("/openapi.json", s.openapi)
 	if s.deps.UI != nil {
-		e.GET("/", echo.WrapHandler(s.deps.UI))
-		e.GET("/ui/*", echo.WrapHandler(s.deps.UI)) // the page's script, style sheet and icon
+		e.GET("/", s.uiRoute)
+		e.GET("/ui/*", s.uiRoute) // the page's script, style sheet and icon
 	}
 	return e
 }
