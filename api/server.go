@@ -89,15 +89,19 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
 
 	e.GET("/healthz", s.healthz)
-	e.HEAD("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz, headLikeGet)
 	e.GET("/readyz", s.readyz)
-	e.HEAD("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz, headLikeGet)
 	metrics := echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	e.GET("/metrics", metrics)
+	e.HEAD("/metrics", metrics, headLikeGet)
 	e.GET("/openapi.json", s.openapi)
+	e.HEAD("/openapi.json", s.openapi, headLikeGet)
 	if s.deps.UI != nil {
 		e.GET("/", s.uiRoute)
+		e.HEAD("/", s.uiRoute, headLikeGet)
 		e.GET("/ui/*", s.uiRoute) // the page's script, style sheet and icon
+		e.HEAD("/ui/*", s.uiRoute, headLikeGet)
 	}
 	return e
 }

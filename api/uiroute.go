@@ -49,3 +49,23 @@ func (w *uiWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *uiWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// headLikeGet serves a HEAD request with the GET route's handler: the same
+// status and headers, and no body, whatever the handler writes.
+func headLikeGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		res := c.Response()
+		w := res.Writer
+		res.Writer = bodyless{w}
+		defer func() { res.Writer = w }()
+		return next(c)
+	}
+}
+
+// bodyless drops the body written to it.
+type bodyless struct{ http.ResponseWriter }
+
+func (bodyless) Write(b []byte) (int, error) { return len(b), nil }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w bodyless) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -50,3 +50,28 @@ func TestUIErrorsAreProblems(t *testing.T) {
 		t.Fatalf("revalidation: %d, want 304", rec.Code)
 	}
 }
+
+// TestHeadLikeGet: HEAD on the public GET routes answers GET's status and
+// headers without a body.
+func TestHeadLikeGet(t *testing.T) {
+	h := newHarness(t, func(_ *Config, d *Deps) { d.UI = ui.Handler() })
+	for _, path := range []string{"/", "/ui/app.js", "/ui/app.css", "/metrics", "/openapi.json", "/healthz"} {
+		get := h.do("GET", path, "", "")
+		head := h.do("HEAD", path, "", "")
+		if get.Code != http.StatusOK || head.Code != http.StatusOK {
+			t.Errorf("%s: GET %d, HEAD %d, want 200", path, get.Code, head.Code)
+			continue
+		}
+		if head.Body.Len() != 0 {
+			t.Errorf("HEAD %s: %d body bytes", path, head.Body.Len())
+		}
+		for _, k := range []string{"Content-Type", "Content-Security-Policy", "ETag"} {
+			if g, hd := get.Header().Get(k), head.Header().Get(k); g != hd {
+				t.Errorf("%s: %s is %q on GET, %q on HEAD", path, k, g, hd)
+			}
+		}
+	}
+	if rec := h.do("HEAD", "/ui/nope.js", "", ""); rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != MIMEProblem || rec.Body.Len() != 0 {
+		t.Errorf("HEAD /ui/nope.js: %d %q, %d body bytes", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len())
+	}
+}
