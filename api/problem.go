@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,6 +151,18 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	err = fromEcho(err, c.Request())
 	row, field, known := s.classify(err)
+	if !known && clientGone(c) {
+		// The client hung up (a closed connection or a reset stream) and
+		// its request's context ended what we were doing for it: not a
+		// server fault, and nobody reads the answer.
+		s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request cancelled by the client",
+			slog.String("request_id", requestID(c)),
+			slog.String("method", c.Request().Method),
+			slog.String("route", c.Path()),
+			slog.String("error", err.Error()))
+		_ = c.NoContent(StatusClientClosedRequest)
+		return
+	}
 	p := Problem{
 		Type:      ProblemTypeBase + row.kind,
 		Title:     row.title,
@@ -178,6 +191,17 @@ func (s *Server) handleError(err error, c echo.Context) {
 		h.Set(echo.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds(s.cfg.RetryAfter)))
 	}
 	writeProblem(c, p)
+}
+
+// StatusClientClosedRequest is the status recorded, in the request log and
+// reviewledger_http_requests_total, for a request whose client went away
+// before it was answered (nginx's 499). It is never a 500.
+const StatusClientClosedRequest = 499
+
+// clientGone reports whether the request's context was cancelled: net/http
+// cancels it when the client closes the connection or resets the stream.
+func clientGone(c echo.Context) bool {
+	return errors.Is(c.Request().Context().Err(), context.Canceled)
 }
 
 func writeProblem(c echo.Context, p Problem) {
