@@ -30,6 +30,11 @@ type Config struct {
 	MaxInFlight int
 	// RetryAfter is the Retry-After sent with 429. Default 1s.
 	RetryAfter time.Duration
+	// Classes are the policy's content classes (domain.Policy.Names). When
+	// set, a content_class query parameter naming another class is answered
+	// 422 unknown-class, as submit answers it; when empty, any class is
+	// looked up and an unknown one finds nothing.
+	Classes []string
 
 	// Server timeouts. Defaults: read header 5s, read 30s, write 30s,
 	// idle 120s.
@@ -109,6 +114,11 @@ func (c *Config) Validate() error {
 	} {
 		if d.d < 0 {
 			return bad(d.name, "must be positive, got %s", d.d)
+		}
+	}
+	for i, class := range c.Classes {
+		if class == "" {
+			return bad("classes", "entry %d is empty", i+1)
 		}
 	}
 	return validateTokens(c.Tokens)

@@ -138,9 +138,10 @@ func newHarness(t testing.TB, configure ...func(*Config, *Deps)) *harness {
 	clock := func() time.Time { return h.now }
 	h.runner = &fakeRunner{ledger: h.ledger, policy: harnessPolicy(), now: clock}
 	cfg := Config{
-		Tokens: testTokens,
-		Logger: slog.New(slog.NewJSONHandler(h.logs, nil)),
-		Now:    clock,
+		Tokens:  testTokens,
+		Logger:  slog.New(slog.NewJSONHandler(h.logs, nil)),
+		Now:     clock,
+		Classes: h.runner.policy.Names(),
 	}
 	deps := Deps{Ledger: h.ledger, Reviews: h.runner}
 	for _, f := range configure {

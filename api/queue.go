@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,18 +20,25 @@ const (
 	MaxQueueLimit     = 1000
 )
 
-// classParam reads the optional content_class query parameter.
-func classParam(c echo.Context) (string, error) {
+// classParam reads the optional content_class query parameter: 400 when
+// it is too long, 422 unknown-class when Config.Classes is set and does not
+// hold it.
+func (s *Server) classParam(c echo.Context) (string, error) {
 	class := c.QueryParam("content_class")
 	if len(class) > 128 {
 		return "", fieldError("content_class", "longer than 128 characters")
+	}
+	if class != "" && len(s.cfg.Classes) > 0 && !slices.Contains(s.cfg.Classes, class) {
+		return "", &domain.FieldError{Field: "content_class",
+			Reason: fmt.Sprintf("unknown content class %q; the policy's classes are %s", class, strings.Join(s.cfg.Classes, ", ")),
+			Err:    domain.ErrUnknownClass}
 	}
 	return class, nil
 }
 
 // manualQueue is GET /v1/manual-queue, from the manual_queue projection.
 func (s *Server) manualQueue(c echo.Context) error {
-	class, err := classParam(c)
+	class, err := s.classParam(c)
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,32 @@ func TestManualQueue(t *testing.T) {
 	for _, q := range []string{"0", "1001", "ten", "-1"} {
 		wantProblem(t, h.do("GET", "/v1/manual-queue?limit="+q, moderatorToken, ""), http.StatusBadRequest, "invalid-request", "limit")
 	}
-	if rec := h.do("GET", "/v1/manual-queue?content_class=none", moderatorToken, ""); rec.Body.String() != `{"items":[]}`+"\n" {
+	if rec := h.do("GET", "/v1/manual-queue?content_class=transcript_import", moderatorToken, ""); rec.Body.String() != `{"items":[]}`+"\n" {
 		t.Fatalf("empty queue: %q", rec.Body)
+	}
+}
+
+// TestUnknownClassQuery: a content_class the policy does not name is a 422
+// naming the field, as on submit; without Config.Classes nothing is
+// refused.
+func TestUnknownClassQuery(t *testing.T) {
+	h := newDBHarness(t)
+	for _, path := range []string{"/v1/manual-queue?content_class=podcast", "/v1/slo?window=1h&content_class=podcast"} {
+		p := wantProblem(t, h.do("GET", path, adminToken, ""), http.StatusUnprocessableEntity, "unknown-class", "content_class")
+		if !contains(p.Detail, `"podcast"`) || !contains(p.Detail, "caption_suggestion") {
+			t.Errorf("%s: detail %q", path, p.Detail)
+		}
+	}
+	// Authentication and roles come first.
+	wantProblem(t, h.do("GET", "/v1/slo?content_class=podcast", "", ""), http.StatusUnauthorized, "unauthenticated", "")
+	wantProblem(t, h.do("GET", "/v1/manual-queue?content_class=podcast", auditorToken, ""), http.StatusForbidden, "forbidden", "")
+
+	open := newDBHarness(t, func(c *Config, _ *Deps) { c.Classes = nil })
+	if rec := open.do("GET", "/v1/manual-queue?content_class=podcast", moderatorToken, ""); rec.Code != http.StatusOK || rec.Body.String() != `{"items":[]}`+"\n" {
+		t.Fatalf("without Classes: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := New(Config{Classes: []string{"a", ""}}, Deps{Ledger: open.ledger, Reviews: open.runner}); err == nil || !contains(err.Error(), "classes") {
+		t.Fatalf("an empty class name: %v", err)
 	}
 }
 

@@ -42,7 +42,7 @@ func (s *Server) slo(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	class, err := classParam(c)
+	class, err := s.classParam(c)
 	if err != nil {
 		return err
 	}

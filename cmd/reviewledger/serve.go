@@ -113,6 +113,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		ClaimLease:   c.ClaimLease,
 		MaxInFlight:  c.MaxInFlight,
+		Classes:      cfg.Policy.Names(),
 		Registry:     reg,
 		Logger:       log,
 	}, api.Deps{
