@@ -209,6 +209,23 @@ func callbackFirst(state string) step {
 	}
 }
 
+// cutOff answers 200 at once but sends the finding only after the caller
+// gave up on the attempt.
+func cutOff() step {
+	return func(p *scriptedProvider, w http.ResponseWriter, r *http.Request, id string, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"review_id":`))
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-p.closed:
+			return
+		}
+		_, _ = w.Write([]byte(`"` + id + `","state":"rejected","reasons":["too late"]}`))
+	}
+}
+
 // resetConnection drops the connection without an answer.
 func resetConnection() step {
 	return func(_ *scriptedProvider, w http.ResponseWriter, _ *http.Request, _ string, _ int) {

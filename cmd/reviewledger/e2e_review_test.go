@@ -490,6 +490,11 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			state: "accepted", attempts: 3, closed: []string{"provider_unavailable", "rate_limited"},
 		},
 		{
+			name: "a finding cut off at the attempt timeout is no decision", id: "e2e-answer-cut-off",
+			steps: []step{cutOff(), accept()},
+			state: "accepted", attempts: 2, closed: []string{"deadline_exceeded"},
+		},
+		{
 			name: "a dropped connection is retried", id: "e2e-answer-reset",
 			steps: []step{resetConnection(), accept()},
 			state: "accepted", attempts: 2, closed: []string{"transport_error"},
