@@ -87,6 +87,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))
 	e.POST("/v1/manual-queue/:id/claim", s.claim, s.require(RoleModerator))
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
+	e.GET("/v1/me", s.me, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 
 	e.GET("/healthz", s.healthz)
 	e.HEAD("/healthz", s.healthz, headLikeGet)

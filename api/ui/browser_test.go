@@ -22,6 +22,7 @@ import (
 const (
 	moderatorToken = "moderator-token-alice-0001"
 	auditorToken   = "auditor-token-audrey-0001"
+	submitterToken = "submitter-token-sam-00001"
 )
 
 var row = uitest.Row
@@ -43,6 +44,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	fake := newFakeAPI(time.Now)
 	fake.addToken(moderatorToken, "moderator", "alice")
 	fake.addToken(auditorToken, "auditor", "audrey")
+	fake.addToken(submitterToken, "submitter", "sam")
 	const xss = `provider timed out <img src=x onerror="window.__pwned=1">`
 	fake.escalate("rev-caption-0001", "caption_suggestion", "attempts_exhausted", 3, 4*time.Minute, 1, []string{xss})
 	fake.escalate("rev-publish-0002", "publishing_rule", "human_gate", 1, 2*time.Hour, 1, nil)
@@ -95,6 +97,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	run("the queue shows both items", func(t *testing.T) {
 		p := page.T(t)
 		p.SignIn(moderatorToken)
+		p.WaitText("#who", "Signed in as alice (moderator)")
 		p.WaitText(row("rev-caption-0001"), "caption_suggestion")
 		p.WaitText(row("rev-publish-0002"), "publishing_rule")
 		p.WaitText("#queue-count", "2 reviews waiting")
@@ -129,7 +132,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.Click(row("rev-caption-0001") + " button.claim")
 		p.WaitText("#queue-notice", "You claimed rev-caption-0001 until")
 		p.WaitText(row("rev-caption-0001")+" td.claim-cell", "Claimed by you until")
-		p.WaitText("#who", "Signed in as alice")
+		p.WaitText("#who", "Signed in as alice (moderator)")
 		claims := fake.requestsTo(http.MethodPost, "/v1/manual-queue/rev-caption-0001/claim")
 		if len(claims) != 1 || claims[0].Body != "" {
 			t.Errorf("claim requests %+v, want one without a body", claims)
@@ -155,7 +158,10 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		if uitest.Evaluate[bool](p, `document.querySelector('#rv-reasons img') !== null || window.__pwned !== undefined`) {
 			t.Fatal("a reason was parsed as markup")
 		}
-		p.WaitText("#timeline-msg", "shown to auditors")
+		p.WaitHidden("#timeline")
+		if n := len(fake.requestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/events")); n != 0 {
+			t.Errorf("a moderator's page asked for the event history %d times", n)
+		}
 		if got := uitest.Evaluate[string](p, `document.activeElement.id`); got != "review-title" {
 			t.Errorf("focus on %q after opening, want review-title", got)
 		}
@@ -306,11 +312,36 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 	})
 
-	run("an auditor reads history but not the queue", func(t *testing.T) {
+	run("an auditor is offered no queue, claim or decision", func(t *testing.T) {
 		p := page.T(t)
 		p.Do("go to the queue", chromedp.Evaluate[chromedp.Void](`location.hash = '#/queue'`))
+		queueReads := len(fake.requestsTo(http.MethodGet, "/v1/manual-queue"))
 		p.SignIn(auditorToken)
-		p.WaitText("#queue-error", "Your role cannot do this")
+		p.WaitText("#who", "Signed in as audrey (auditor)")
+		// The queue is not the auditor's: the page starts on the dashboard.
+		p.WaitText("#slo-total", "28,001")
+		p.WaitHidden("#nav-queue")
+		// A review waiting for a moderator, as the auditor sees it.
+		p.Type("#lookup-id", "rev-publish-0002"+kb.Enter)
+		p.WaitText("#review-state", "manual review")
+		p.WaitText("#timeline-list", "Escalated")
+		p.WaitHidden("#decision-form")
+		p.WaitHidden("#review-claim")
+		p.WaitHidden("#queue-panel")
+		visible := uitest.Evaluate[[]string](p, `Array.from(document.querySelectorAll('button, a, input, select, textarea'))
+			.filter((e) => e.offsetParent !== null && /claim|decide|accept|reject|queue/i.test(e.id + ' ' + e.className + ' ' + e.textContent))
+			.map((e) => e.outerHTML)`)
+		if len(visible) > 0 {
+			t.Errorf("an auditor is offered:\n%s", strings.Join(visible, "\n"))
+		}
+		if n := len(fake.requestsTo(http.MethodGet, "/v1/manual-queue")); n != queueReads {
+			t.Errorf("the auditor's page read the manual queue %d times", n-queueReads)
+		}
+		p.Screenshot("auditor-pending")
+	})
+
+	run("an auditor reads history", func(t *testing.T) {
+		p := page.T(t)
 		p.Type("#lookup-id", "rev-caption-0001"+kb.Enter)
 		p.WaitText("#review-state", "accepted")
 		p.WaitHidden("#decision-form")
@@ -325,8 +356,32 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#slo-total", "28,001")
 		p.Do("go back", chromedp.NavigateBack())
 		p.WaitText("#review-state", "accepted")
-		p.Click("#nav-queue")
+		p.Click("#review-close")
 		p.WaitHidden("#review-panel")
+		p.WaitText("#lookup-hint", "Open a review by its ID")
+	})
+
+	run("a submitter is offered only the review lookup", func(t *testing.T) {
+		p := page.T(t)
+		p.Click("#signout")
+		p.WaitText("#signin-error", "You signed out.")
+		p.Do("ask for the dashboard", chromedp.Evaluate[chromedp.Void](`location.hash = '#/slo'`))
+		sloReads := len(fake.requestsTo(http.MethodGet, "/v1/slo"))
+		p.SignIn(submitterToken)
+		p.WaitText("#who", "Signed in as sam (submitter)")
+		p.WaitText("#lookup-hint", "Open a review by its ID")
+		p.WaitHidden("#nav-queue")
+		p.WaitHidden("#nav-slo")
+		p.WaitHidden("#slo-view")
+		p.WaitHidden("#lookup-hint-slo")
+		p.Type("#lookup-id", "rev-publish-0002"+kb.Enter)
+		p.WaitText("#review-state", "manual review")
+		p.WaitHidden("#decision-form")
+		p.WaitHidden("#review-claim")
+		p.WaitHidden("#timeline")
+		if n := len(fake.requestsTo(http.MethodGet, "/v1/slo")); n != sloReads {
+			t.Errorf("the submitter's page read the SLO summary %d times", n-sloReads)
+		}
 	})
 
 	run("sign out forgets the token", func(t *testing.T) {
@@ -342,7 +397,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
 		for _, r := range fake.requests {
-			for _, tok := range []string{moderatorToken, auditorToken} {
+			for _, tok := range []string{moderatorToken, auditorToken, submitterToken} {
 				if strings.Contains(r.Path+"?"+r.Query.Encode(), tok) {
 					t.Errorf("token in URL %s", r.Path)
 				}

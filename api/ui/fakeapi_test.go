@@ -215,6 +215,7 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/reviews/{id}/events", f.route([]string{"auditor"}, f.events))
 	mux.HandleFunc("POST /v1/reviews/{id}/decision", f.route([]string{"moderator"}, f.decide))
 	mux.HandleFunc("GET /v1/slo", f.route([]string{"auditor", "moderator"}, f.sloSummary))
+	mux.HandleFunc("GET /v1/me", f.route([]string{"submitter", "moderator", "auditor"}, f.me))
 	return mux
 }
 
@@ -390,4 +391,9 @@ func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrinc
 		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+window, "window")
 	}
 	return http.StatusOK, s
+}
+
+// me is GET /v1/me, the extension of DESIGN 5.2 the page signs in with.
+func (f *fakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
+	return http.StatusOK, map[string]string{"name": who.name, "role": who.role}
 }

@@ -10,7 +10,6 @@
 
 (function () {
   const TOKEN_KEY = 'reviewledger.token';
-  const ME_KEY = 'reviewledger.moderator';
   const REFRESH_MS = 5000;
   const STALE_MS = 30000;
   const REQUEST_TIMEOUT_MS = 20000;
@@ -24,9 +23,18 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // What each part of the page needs (DESIGN 5.2 roles; admin may do
+  // everything). Every role may open a review by its ID.
+  const ROLE_CAN = {
+    queue: ['moderator', 'admin'],             // the manual queue, claims, decisions
+    timeline: ['auditor', 'admin'],            // a review's event history
+    slo: ['auditor', 'moderator', 'admin'],    // the SLO dashboard
+  };
+
   const state = {
     token: '',
     me: '',
+    role: '',           // from GET /v1/me; '' when the server did not say
     abort: new AbortController(),
     view: '',
     reviewID: '',
@@ -270,10 +278,8 @@
     state.abort = new AbortController();
     state.token = '';
     state.me = '';
-    try {
-      sessionStorage.removeItem(TOKEN_KEY);
-      sessionStorage.removeItem(ME_KEY);
-    } catch (_) { /* storage unavailable */ }
+    state.role = '';
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage unavailable */ }
     resetData();
     showSignIn(message, problem);
   }
@@ -291,26 +297,69 @@
     setText('queue-updated', '');
     setText('slo-updated', '');
     $('decision-note').value = '';
+    $('lookup-id').value = '';
     clear($('timeline-list'));
+  }
+
+  // can says whether the signed-in role may use a part of the page. With
+  // no role known (a server without GET /v1/me) everything is offered and a
+  // 403 is explained where it happens.
+  function can(what) { return !state.role || ROLE_CAN[what].includes(state.role); }
+
+  function renderWho() {
+    setText('who', state.me ? 'Signed in as ' + state.me + (state.role ? ' (' + state.role + ')' : '') : 'Signed in');
   }
 
   function setMe(name) {
     if (!name || name === state.me) return;
     state.me = name;
-    try { sessionStorage.setItem(ME_KEY, name); } catch (_) { /* storage unavailable */ }
-    setText('who', 'Signed in as ' + name);
+    renderWho();
   }
 
-  function signIn(token) {
+  // applyRole shows only what the role can use: the queue, claims and
+  // decisions to moderators, the event history to auditors, the SLO
+  // dashboard to both (and everything to admins).
+  function applyRole() {
+    show($('nav-queue'), can('queue'));
+    show($('nav-slo'), can('slo'));
+    show($('queue-panel'), can('queue'));
+    $('lookup-hint-slo').hidden = !can('slo');
+    renderWho();
+  }
+
+  // signIn asks the server who the token is (GET /v1/me), then shows what
+  // that role can use. A refused token returns to the sign-in form (api
+  // signs out on 401).
+  async function signIn(token) {
     state.token = token;
+    state.me = '';
+    state.role = '';
     try { sessionStorage.setItem(TOKEN_KEY, token); } catch (_) { /* storage unavailable */ }
+    const button = $('signin-submit');
+    button.disabled = true;
+    let r;
+    try {
+      r = await api('GET', '/v1/me');
+    } finally {
+      button.disabled = false;
+    }
+    if (state.token !== token) return;
+    if (!r.ok && r.status === 0) {
+      const problem = r.problem;
+      signOut('Could not sign in: the server could not be reached.', problem);
+      return;
+    }
+    if (r.ok && r.data && typeof r.data.name === 'string') {
+      state.me = r.data.name;
+      state.role = typeof r.data.role === 'string' ? r.data.role : '';
+    }
     show($('signin-view'), false);
     show($('signin-error'), false);
     show($('nav'), true);
     show($('session'), true);
     show($('lookup'), true);
-    setText('who', state.me ? 'Signed in as ' + state.me : 'Signed in');
-    route(true);
+    applyRole();
+    route(true, true);
   }
 
   // ---- routing ----------------------------------------------------------
@@ -328,9 +377,21 @@
     return { view: 'queue', review: '' };
   }
 
-  function route(focusMain) {
+  // route shows the view of the location's hash. landing is true right
+  // after sign-in: a role without the queue then starts on the SLO
+  // dashboard when it may read it.
+  function route(focusMain, landing) {
     if (!state.token) return;
-    const r = parseRoute();
+    let r = parseRoute();
+    let redirect = '';
+    if (r.view === 'slo' && !can('slo')) {
+      r = { view: 'queue', review: '' };
+      redirect = '#/queue';
+    } else if (r.view === 'queue' && !r.review && !can('queue') && landing && can('slo')) {
+      r = { view: 'slo', review: '' };
+      redirect = '#/slo';
+    }
+    if (redirect) history.replaceState(null, '', redirect);
     const changedView = r.view !== state.view;
     state.view = r.view;
     show($('queue-view'), r.view === 'queue');
@@ -339,10 +400,11 @@
     $('nav-slo').toggleAttribute('aria-current', false);
     (r.view === 'slo' ? $('nav-slo') : $('nav-queue')).setAttribute('aria-current', 'page');
     document.title = (r.view === 'slo' ? 'SLO dashboard' : r.review ? 'Review ' + r.review : 'Manual queue') + ' · reviewledger';
+    show($('lookup-hint'), r.view === 'queue' && !r.review && !can('queue'));
     if (r.view === 'queue') {
       if (changedView || focusMain) bg(loadQueue());
       if (r.review !== state.reviewID || focusMain || changedView) bg(openReview(r.review));
-      if (!r.review && focusMain) $('queue-title').focus();
+      if (!r.review && focusMain) (can('queue') ? $('queue-title') : $('lookup-id')).focus();
     } else {
       state.reviewID = '';
       if (changedView || focusMain) bg(loadSLO());
@@ -362,7 +424,7 @@
   }
 
   async function loadQueue() {
-    if (!state.token) return;
+    if (!state.token || !can('queue')) return;
     const seq = ++state.queue.seq;
     state.queue.loading = true;
     $('queue-panel').setAttribute('aria-busy', 'true');
@@ -641,7 +703,7 @@
     show($('review-error'), false);
     renderReview(r.data || {});
     if (focus) $('review-title').focus();
-    bg(loadTimeline(id, seq));
+    if (can('timeline')) bg(loadTimeline(id, seq));
   }
 
   function renderReview(v) {
@@ -668,7 +730,7 @@
     }
     show($('review-fields'), true);
     const open = st === 'manual_review';
-    show($('decision-form'), open);
+    show($('decision-form'), open && can('queue'));
     setText('decision-version', v.version == null ? '?' : String(v.version));
     renderReviewClaim();
   }
@@ -678,11 +740,14 @@
     if (!v) return;
     const item = queueItem(v.review_id);
     const open = v.state === 'manual_review';
+    const queue = can('queue');
+    show($('rv-claim-label'), queue);
+    show($('rv-claim'), queue);
     setText('rv-claim', !open ? '—' : item ? claimText(item, true) : 'not in the loaded queue');
     const c = claimOf(item);
     const btn = $('review-claim-btn');
     btn.textContent = c && c.mine ? 'Renew claim' : 'Claim this review';
-    show($('review-claim'), open);
+    show($('review-claim'), open && queue);
   }
 
   async function decide(decision) {
@@ -740,7 +805,7 @@
       } else {
         notice(result, 'Decision recorded: ' + words(view ? view.state : decision) + '. The review has left the manual queue.', 'ok');
       }
-      bg(loadTimeline(id, seq));
+      if (can('timeline')) bg(loadTimeline(id, seq));
       refreshQueueSoon();
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
@@ -822,7 +887,7 @@
   }
 
   async function loadSLO() {
-    if (!state.token) return;
+    if (!state.token || !can('slo')) return;
     const seq = ++state.slo.seq;
     state.slo.loading = true;
     $('slo-view').setAttribute('aria-busy', 'true');
@@ -991,7 +1056,7 @@
         $('token').focus();
         return;
       }
-      signIn(token);
+      bg(signIn(token));
     });
     $('signout').addEventListener('click', () => signOut('You signed out.'));
     $('queue-filter').addEventListener('submit', guard((ev) => { ev.preventDefault(); return loadQueue(); }));
@@ -1020,6 +1085,8 @@
         return;
       }
       input.setCustomValidity('');
+      // The panel heading shows the ID; the box is ready for the next one.
+      input.value = '';
       location.hash = '#/reviews/' + encodeURIComponent(id);
     });
     $('lookup-id').addEventListener('input', () => $('lookup-id').setCustomValidity(''));
@@ -1031,9 +1098,8 @@
     let token = '';
     try {
       token = sessionStorage.getItem(TOKEN_KEY) || '';
-      state.me = sessionStorage.getItem(ME_KEY) || '';
     } catch (_) { /* storage unavailable */ }
-    if (token) signIn(token);
+    if (token) bg(signIn(token));
     else showSignIn('');
   }
 
