@@ -9,9 +9,10 @@ package main
 //
 // The scenarios sharing one server (TestE2E) run as parallel subtests; the
 // audit, crash and configuration scenarios have servers of their own. Set
-// E2E_KEEP_LOGS=1 to print every server's logs, not only a failing one's,
-// and E2E_RACE=1 to build the served binary with the race detector (a
-// server that reports a race fails the test).
+// E2E_KEEP_LOGS=1 to print every server's logs, not only a failing one's.
+// The served binary has the race detector when the tests have it (go test
+// -race, as make test runs them) or E2E_RACE=1 is set; a server that
+// reports a race fails its test.
 
 import (
 	"bytes"
@@ -165,7 +166,7 @@ func reviewledgerBin(t *testing.T) string {
 		}
 		binPath = filepath.Join(binDir, "reviewledger")
 		args := []string{"build", "-o", binPath}
-		if os.Getenv("E2E_RACE") != "" {
+		if raceBuild || os.Getenv("E2E_RACE") != "" {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command("go", append(args, ".")...)
