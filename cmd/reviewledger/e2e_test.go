@@ -8,7 +8,8 @@ package main
 // and output, or on the ledger's rows.
 //
 // The scenarios sharing one server (TestE2E) run as parallel subtests; the
-// audit, crash and configuration scenarios have servers of their own. Set
+// others (audit, crash, restart, two processes, NATS, admission) start
+// servers of their own. docs/testing.md lists what each covers. Set
 // E2E_KEEP_LOGS=1 to print every server's logs, not only a failing one's.
 // The served binary has the race detector when the tests have it (go test
 // -race, as make test runs them) or E2E_RACE=1 is set; a server that
