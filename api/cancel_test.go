@@ -79,3 +79,21 @@ type ctxLedger struct {
 func (l ctxLedger) Load(context.Context, string) (*ledger.Review, error) {
 	return nil, fmt.Errorf("load: %w", l.ctx.Err())
 }
+
+// TestReadinessProbeHangingUp: checks failing because the prober went away
+// are no readiness failure and no warning.
+func TestReadinessProbeHangingUp(t *testing.T) {
+	h := newHarness(t, func(_ *Config, d *Deps) {
+		d.Ready = []Check{Ping("database", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil).WithContext(ctx))
+	if rec.Code != StatusClientClosedRequest {
+		t.Errorf("status %d, want %d", rec.Code, StatusClientClosedRequest)
+	}
+	if logs := h.logs.String(); strings.Contains(logs, "not ready") || strings.Contains(logs, `"level":"ERROR"`) {
+		t.Errorf("logs:\n%s", logs)
+	}
+}

@@ -40,6 +40,10 @@ func (s *Server) readyz(c echo.Context) error {
 		}
 		v.Checks[ch.Name] = "ok"
 	}
+	if len(failed) > 0 && clientGone(c) {
+		// The checks failed because the prober hung up, not the service.
+		return fmt.Errorf("readiness checks: %w", c.Request().Context().Err())
+	}
 	if len(failed) > 0 {
 		// The cause may hold connection details: log it, answer only names.
 		s.log.WarnContext(ctx, "not ready", "request_id", requestID(c), "error", errors.Join(failed...).Error())
