@@ -178,6 +178,8 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		e = decodeInto[ManualApprovalRecorded](data)
 	case TypeManualDecisionRecorded:
 		e = decodeInto[ManualDecisionRecorded](data)
+	case TypeConflictingCompletionRecorded:
+		e = decodeInto[ConflictingCompletionRecorded](data)
 	default:
 		return nil, fmt.Errorf("decode event: unknown type %q: %w", typ, ErrCorruptHistory)
 	}

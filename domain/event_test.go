@@ -50,6 +50,15 @@ var wireEvents = []struct {
 		domain.ManualDecisionRecorded{ReviewID: "rev-1", State: domain.DecisionAccepted, Moderator: "bob", Note: "agreed", Approvers: []string{"alice", "bob"}, At: at(2 * time.Minute)},
 		`{"review_id":"rev-1","state":"accepted","moderator":"bob","note":"agreed","approvers":["alice","bob"],"at":"2026-03-01T12:02:00Z"}`,
 	},
+	{
+		domain.ConflictingCompletionRecorded{
+			ReviewID: "rev-1", ContentClass: "caption_suggestion", Attempt: 2, Source: domain.SourceCallback,
+			Reason: domain.ConflictAttemptNotInFlight, State: domain.DecisionAccepted, ReviewState: domain.StatePending,
+			ReviewVersion: 4, Detail: "attempt is not the one in flight", At: at(21 * time.Second),
+		},
+		`{"review_id":"rev-1","content_class":"caption_suggestion","attempt":2,"source":"callback","reason":"attempt_not_in_flight",` +
+			`"state":"accepted","review_state":"pending","review_version":4,"detail":"attempt is not the one in flight","at":"2026-03-01T12:00:21Z"}`,
+	},
 }
 
 func TestEventRoundTrip(t *testing.T) {
@@ -79,13 +88,14 @@ func TestEventRoundTrip(t *testing.T) {
 	for _, typ := range []string{
 		domain.TypeSubmitted, domain.TypeAttemptStarted, domain.TypeAttemptTimedOut, domain.TypeFindingReceived,
 		domain.TypeEscalated, domain.TypeManualApprovalRecorded, domain.TypeManualDecisionRecorded,
+		domain.TypeConflictingCompletionRecorded,
 	} {
 		if !seen[typ] {
 			t.Errorf("no round-trip case for %s", typ)
 		}
 	}
-	if len(seen) != 7 {
-		t.Errorf("%d distinct type names for 7 event types", len(seen))
+	if len(seen) != 8 {
+		t.Errorf("%d distinct type names for 8 event types", len(seen))
 	}
 }
 

@@ -93,23 +93,3 @@ func (db *DB) Claim(ctx context.Context, reviewID, moderator string, lease time.
 	}
 	return c, nil
 }
-
-// RecordConflict counts one conflicting completion of a review of class at
-// time at: a finding whose append failed its expected-revision check, or a
-// 409 answered to a signed callback. Conflicts are not ledger events, so
-// they are written straight to slo_conflict, which rebuilds leave alone; the
-// SLO summary reads them. Call it once per conflict.
-func (db *DB) RecordConflict(ctx context.Context, class, reviewID string, at time.Time) error {
-	switch {
-	case class == "":
-		return invalid("content_class", "must not be empty")
-	case reviewID == "":
-		return invalid("review_id", "must not be empty")
-	}
-	_, err := db.pool.Exec(ctx, `INSERT INTO slo_conflict AS s (content_class, minute, n) VALUES ($1, $2, 1)
-		ON CONFLICT (content_class, minute) DO UPDATE SET n = s.n + 1`, class, minute(at))
-	if err != nil {
-		return fmt.Errorf("record conflict for %s: %w", reviewID, err)
-	}
-	return nil
-}

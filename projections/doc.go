@@ -7,8 +7,10 @@
 // Runner keeps projections current; one process at a time runs each
 // projection, elected by a PostgreSQL advisory lock. Rebuild recomputes a
 // projection from position zero into fresh tables and swaps them in
-// atomically. DB answers the queries the API needs and records the two facts
-// that are not ledger events: moderator claims and conflicting completions.
+// atomically. DB answers the queries the API needs and records the one fact
+// that is not a ledger event: moderator claims. Conflicting completions are
+// ledger events of the reviews' conflict streams, which the SLO projection
+// counts like any other event.
 //
 // The event store may be any backend; only the read models live in
 // PostgreSQL.

@@ -57,9 +57,6 @@ func (e *env) runner(t *testing.T, mod func(*Config)) *Runner {
 
 func (e *env) workload(t *testing.T, cfg workload.Config) workload.Stats {
 	t.Helper()
-	if cfg.OnConflict == nil {
-		cfg.OnConflict = e.db.RecordConflict
-	}
 	st, err := workload.Run(context.Background(), e.ledger, cfg)
 	if err != nil {
 		t.Fatal(err)

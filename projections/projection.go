@@ -97,7 +97,12 @@ type event struct {
 	data       domain.Event
 }
 
-const streamPrefix = "review-"
+// Stream name prefixes: review streams (domain.StreamName) and conflict
+// streams (domain.ConflictStreamName).
+const (
+	streamPrefix   = "review-"
+	conflictPrefix = "conflicts-"
+)
 
 var knownTypes = map[string]bool{
 	domain.TypeSubmitted:              true,
@@ -109,16 +114,22 @@ var knownTypes = map[string]bool{
 	domain.TypeManualDecisionRecorded: true,
 }
 
-// decode turns recorded events into review events. Events of other streams
-// and of types this code does not know are skipped (and counted in skipped):
-// they are not review facts this version can project. A known type whose
-// body does not decode is an error: the projection stops rather than
-// silently diverge from the ledger.
+// decode turns recorded events into review events: those of review
+// streams, and the conflicting completions of conflict streams. Events of
+// other streams and of types this code does not know are skipped (and
+// counted in skipped): they are not review facts this version can project.
+// A known type whose body does not decode is an error: the projection stops
+// rather than silently diverge from the ledger.
 func decode(recorded []eventstore.RecordedEvent) (events []event, skipped int, err error) {
 	events = make([]event, 0, len(recorded))
 	for _, r := range recorded {
 		id, ok := strings.CutPrefix(r.Stream, streamPrefix)
-		if !ok || !knownTypes[r.Type] {
+		if ok {
+			ok = knownTypes[r.Type]
+		} else if id, ok = strings.CutPrefix(r.Stream, conflictPrefix); ok {
+			ok = r.Type == domain.TypeConflictingCompletionRecorded
+		}
+		if !ok {
 			skipped++
 			continue
 		}
@@ -131,13 +142,20 @@ func decode(recorded []eventstore.RecordedEvent) (events []event, skipped int, e
 	return events, skipped, nil
 }
 
+// isConflict reports whether e is a conflicting completion: an event of a
+// review's conflict stream, whose revision is not the review's.
+func isConflict(e event) bool {
+	_, ok := e.data.(domain.ConflictingCompletionRecorded)
+	return ok
+}
+
 // reviewIDs returns the reviews the events touch whose first event in the
 // batch is not Submitted: those whose earlier state must be loaded.
 func reviewIDs(events []event) []string {
 	seen := make(map[string]bool)
 	var ids []string
 	for _, e := range events {
-		if _, ok := seen[e.reviewID]; ok {
+		if _, ok := seen[e.reviewID]; ok || isConflict(e) {
 			continue
 		}
 		_, opens := e.data.(domain.Submitted)

@@ -25,9 +25,8 @@ var (
 // MaxLimit is the largest page a query returns.
 const MaxLimit = 1000
 
-// DB answers queries on the read models and records the facts that are not
-// ledger events (claims, conflicting completions). It is safe for
-// concurrent use.
+// DB answers queries on the read models and records the one fact that is
+// not a ledger event: moderator claims. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
 }

@@ -86,7 +86,7 @@ func TestQueries(t *testing.T) {
 	// (3, human gate, two approvals, fail closed).
 	a := s.submit("a", "caption_suggestion", sec(0))
 	a = s.attempt(a, sec(0))
-	s.find(a, domain.DecisionRejected, sec(2)) // completed in 2 s
+	a = s.find(a, domain.DecisionRejected, sec(2)) // completed in 2 s
 
 	b := s.submit("b", "transcript_import", sec(1))
 	b = s.attempt(b, sec(1))
@@ -112,7 +112,12 @@ func TestQueries(t *testing.T) {
 	g2 := s.submit("h", "caption_suggestion", sec(6))
 	s.attempt(g2, sec(6)) // pending, deadline 36 s
 
-	if err := e.db.RecordConflict(ctx, "caption_suggestion", "a", sec(3)); err != nil {
+	// A duplicate finding for a, refused after its decision.
+	late, err := a.RecordConflict(domain.Conflict{Attempt: 1, Source: domain.SourceCallback, Reason: domain.ConflictReviewMovedOn}, sec(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ledger.RecordConflict(ctx, late, ledger.Actor{Name: "provider"}); err != nil {
 		t.Fatal(err)
 	}
 	r := e.runner(t, nil)

@@ -57,6 +57,9 @@ func (p queueProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, event
 	}
 	var order []string
 	for _, e := range events {
+		if isConflict(e) {
+			continue // changes nothing in the review
+		}
 		s := states[e.reviewID]
 		if s == nil {
 			if _, ok := e.data.(domain.Submitted); !ok {

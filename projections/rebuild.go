@@ -29,7 +29,7 @@ type RebuildResult struct {
 // tables into place, drops the old ones and sets the checkpoint to where the
 // new tables end, so readers see either the old tables or the complete new
 // ones. A Runner, in this process or another, notices the moved checkpoint
-// and carries on from it with the events appended meanwhile. Claims and recorded conflicts are not
+// and carries on from it with the events appended meanwhile. Claims are not
 // projection rows and are kept.
 func (r *Runner) Rebuild(ctx context.Context, names ...string) ([]RebuildResult, error) {
 	ps := r.projections

@@ -12,15 +12,20 @@ import (
 
 // sloProjection keeps the SLO buckets. Review outcomes count in the minute
 // the review was submitted, so each minute is a cohort whose ratio is
-// meaningful; attempts count in the minute they ended. slo_open keeps, for
+// meaningful; attempts count in the minute they ended, and conflicting
+// completions (ConflictingCompletionRecorded, from the reviews' conflict
+// streams) in the minute they were refused. slo_open keeps, for
 // every review not yet terminal, what later events need: class, submission
 // time, deadline, and whether its outcome and completion were counted.
 type sloProjection struct{}
 
 func (sloProjection) name() string { return SLO }
-func (sloProjection) version() int { return 1 }
+
+// version 2: slo_conflict is counted from the ledger's conflict events
+// (version 1 left it to direct writes).
+func (sloProjection) version() int { return 2 }
 func (sloProjection) tables() []string {
-	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt"}
+	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict"}
 }
 
 // Attempt outcomes in slo_attempt.
@@ -61,9 +66,10 @@ type bucketKey struct {
 
 // sloDelta is what one batch adds to the counters.
 type sloDelta struct {
-	minutes  map[minuteKey]*minuteCounts
-	latency  map[bucketKey]int64
-	attempts map[bucketKey]int64
+	minutes   map[minuteKey]*minuteCounts
+	latency   map[bucketKey]int64
+	attempts  map[bucketKey]int64
+	conflicts map[minuteKey]int64
 }
 
 func (d *sloDelta) minute(class string, t time.Time) *minuteCounts {
@@ -81,9 +87,15 @@ func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events 
 	if err != nil {
 		return err
 	}
-	delta := &sloDelta{minutes: map[minuteKey]*minuteCounts{}, latency: map[bucketKey]int64{}, attempts: map[bucketKey]int64{}}
+	delta := &sloDelta{minutes: map[minuteKey]*minuteCounts{}, latency: map[bucketKey]int64{}, attempts: map[bucketKey]int64{},
+		conflicts: map[minuteKey]int64{}}
 	var order []string
 	for _, e := range events {
+		if c, ok := e.data.(domain.ConflictingCompletionRecorded); ok {
+			// Counted whatever the review's state: the event names its class.
+			delta.conflicts[minuteKey{c.ContentClass, minute(c.At)}]++
+			continue
+		}
 		s := states[e.reviewID]
 		if s == nil {
 			if _, ok := e.data.(domain.Submitted); !ok {
@@ -249,6 +261,20 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::smallint[], $5::bigint[])
 			ON CONFLICT (content_class, minute, outcome, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
 			cls, mins, outcomes, buckets, ns)
+	}
+	if len(delta.conflicts) > 0 {
+		var (
+			cls  []string
+			mins []time.Time
+			ns   []int64
+		)
+		for k, n := range delta.conflicts {
+			cls, mins, ns = append(cls, k.class), append(mins, k.minute), append(ns, n)
+		}
+		batch.Queue(`INSERT INTO `+t.name("slo_conflict")+` AS c (content_class, minute, n)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[])
+			ON CONFLICT (content_class, minute) DO UPDATE SET n = c.n + EXCLUDED.n`,
+			cls, mins, ns)
 	}
 	if batch.Len() == 0 {
 		return nil

@@ -57,8 +57,9 @@ func windowStart(window time.Duration, now time.Time) (time.Time, error) {
 // finding or a moderator's decision at or before their deadline (pending
 // ones count in Total only); Escalated those that left the automated path;
 // LatencyMS the time from submission to the first finding or escalation.
-// ConflictingCompletions counts the late or duplicate completions recorded
-// in the window. ManualQueue is the queue now.
+// ConflictingCompletions counts the late or duplicate completions refused
+// in the window (ConflictingCompletionRecorded events, by the minute they
+// were refused). ManualQueue is the queue now.
 func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now time.Time) (SLOSummary, error) {
 	from, err := windowStart(window, now)
 	if err != nil {

@@ -47,6 +47,9 @@ func (p summaryProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, eve
 	changed := make(map[string]*summaryRow)
 	var order []string
 	for _, e := range events {
+		if isConflict(e) {
+			continue // changes nothing in the review
+		}
 		row := rows[e.reviewID]
 		if row != nil && int64(e.revision) <= row.version {
 			continue // already applied

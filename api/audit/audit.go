@@ -161,6 +161,9 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 {
 		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
+	if err := v.checkConflicts(ctx, reviewID, &rep); err != nil {
+		return rep, fmt.Errorf("verify conflicting completions: %w", err)
+	}
 	if v.Anchors != nil && len(heads) > 0 {
 		now := time.Now
 		if v.Now != nil {
@@ -280,7 +283,11 @@ func short(hash string) string {
 
 // reviewIDs lists every review stream.
 func (v *Verifier) reviewIDs(ctx context.Context) ([]string, error) {
-	prefix := domain.StreamName("")
+	return v.streamIDs(ctx, domain.StreamName(""))
+}
+
+// streamIDs lists the review IDs of the streams named prefix + ID.
+func (v *Verifier) streamIDs(ctx context.Context, prefix string) ([]string, error) {
 	var streams []string
 	if l, ok := v.Store.(StreamLister); ok {
 		var err error

@@ -39,6 +39,12 @@ type Replay struct {
 	Later int
 	// Chain is nil when the replayed events' hash chain holds.
 	Chain error
+	// Conflicts are the review's conflicting completions up to AsOf, nil
+	// unless AddConflicts was called; LaterConflicts come after AsOf.
+	// ConflictChain is nil when their hash chain holds.
+	Conflicts      []ConflictStep
+	LaterConflicts int
+	ConflictChain  error
 }
 
 // NewReplay replays h up to asOf (the whole history when asOf is zero):
@@ -208,6 +214,7 @@ func (r *Replay) Render(w io.Writer) error {
 		row("hash_chain", "BROKEN: "+r.Chain.Error())
 	}
 	_ = tw.Flush()
+	r.renderConflicts(ew)
 	return ew.err
 }
 

@@ -48,13 +48,13 @@ func (s *Service) HandleCallback(ctx context.Context, reviewID string, header ht
 		case webhookApplied:
 			return nil
 		case webhookConflict:
-			return s.callbackConflict(ctx, reviewID, 0, "webhook delivered again")
+			return s.callbackConflict(ctx, reviewID, redelivered(body, domain.ConflictDuplicateDelivery, "webhook delivered again"))
 		case webhookInvalid:
 			return fmt.Errorf("webhook %s delivered again: %w", webhookID, domain.ErrInvalidFinding)
 		}
 		// Still being processed by a concurrent delivery: the later one
 		// cannot be the one that applies.
-		return s.callbackConflict(ctx, reviewID, 0, "webhook delivered twice at once")
+		return s.callbackConflict(ctx, reviewID, redelivered(body, domain.ConflictDuplicateDelivery, "webhook delivered twice at once"))
 	}
 	err = s.applyCallback(ctx, reviewID, body)
 	switch {
@@ -89,11 +89,14 @@ func (s *Service) applyCallback(ctx context.Context, reviewID string, body []byt
 	}
 	now := s.clock.Now()
 	events, err := rv.RecordFinding(f, domain.SourceCallback, now)
+	conflict := domain.Conflict{Attempt: cb.Attempt, Source: domain.SourceCallback, State: f.State}
 	switch {
 	case errors.Is(err, domain.ErrNotPending):
-		return s.callbackConflict(ctx, reviewID, cb.Attempt, "review is "+string(rv.State()))
+		conflict.Reason, conflict.Detail = domain.ConflictReviewMovedOn, "review is "+string(rv.State())
+		return s.refuseCallback(ctx, rv.Review, conflict)
 	case errors.Is(err, domain.ErrAttemptNotInFlight):
-		return s.callbackConflict(ctx, reviewID, cb.Attempt, "attempt is not the one in flight")
+		conflict.Reason, conflict.Detail = domain.ConflictAttemptNotInFlight, "attempt is not the one in flight"
+		return s.refuseCallback(ctx, rv.Review, conflict)
 	case err != nil:
 		return err
 	}
@@ -101,7 +104,8 @@ func (s *Service) applyCallback(ctx context.Context, reviewID string, body []byt
 	// appended since fails this append.
 	done, err := s.ledger.Append(ctx, rv, actorProvider, events...)
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-		return s.callbackConflict(ctx, reviewID, cb.Attempt, "review moved before the finding was committed")
+		conflict.Reason, conflict.Detail = domain.ConflictWrongExpectedVersion, "review moved before the finding was committed"
+		return s.callbackConflict(ctx, reviewID, conflict)
 	}
 	if err != nil {
 		return err
@@ -120,15 +124,34 @@ func startedAt(rv *ledger.Review) (t0 time.Time) {
 	return t0
 }
 
-// callbackConflict counts a conflicting completion from a callback and
-// returns ErrConflictingCompletion.
-func (s *Service) callbackConflict(ctx context.Context, reviewID string, attempt int, why string) error {
+// callbackConflict loads the review as it stands now, records a
+// conflicting completion from a callback and returns
+// ErrConflictingCompletion.
+func (s *Service) callbackConflict(ctx context.Context, reviewID string, c domain.Conflict) error {
 	rv, err := s.ledger.Load(ctx, reviewID)
 	if err != nil {
 		return err
 	}
-	s.conflict(ctx, rv.Review, attempt, domain.SourceCallback, why)
-	return fmt.Errorf("review %q attempt %d: %s: %w", reviewID, attempt, why, ErrConflictingCompletion)
+	return s.refuseCallback(ctx, rv.Review, c)
+}
+
+// refuseCallback records a conflicting completion from a callback against
+// rv, the review as it stands, and returns ErrConflictingCompletion.
+func (s *Service) refuseCallback(ctx context.Context, rv *domain.Review, c domain.Conflict) error {
+	s.conflict(ctx, rv, actorProvider, c)
+	return fmt.Errorf("review %q attempt %d: %s: %w", rv.ID(), c.Attempt, c.Detail, ErrConflictingCompletion)
+}
+
+// redelivered describes a callback delivery refused again: the attempt
+// and state its body names, when it can be read.
+func redelivered(body []byte, reason domain.ConflictReason, detail string) domain.Conflict {
+	var cb provider.CallbackBody
+	_ = json.Unmarshal(body, &cb)
+	c := domain.Conflict{Attempt: max(cb.Attempt, 0), Source: domain.SourceCallback, Reason: reason, Detail: detail}
+	if d := domain.Decision(cb.State); d.Valid() {
+		c.State = d
+	}
+	return c
 }
 
 // waiters lets an attempt waiting for its callback learn, in this process,

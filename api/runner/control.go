@@ -264,14 +264,17 @@ func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.A
 			res.Result = provider.Failure(domain.ClassInvalidFinding, res.Detail+": "+invalidReason(res.Finding, open.ID()))
 		case errors.Is(err, domain.ErrAttemptNotInFlight), errors.Is(err, domain.ErrNotPending):
 			// Arrived after the attempt's timeout: never a decision.
-			s.conflict(ctx, open.Review, st.Attempt, domain.SourceResponse, "finding after the attempt timeout")
+			reason, _ := domain.ConflictReasonOf(err)
+			s.conflict(ctx, open.Review, actorRunner, domain.Conflict{Attempt: st.Attempt, Source: domain.SourceResponse,
+				Reason: reason, State: res.Finding.State, Detail: "finding after the attempt timeout"})
 			res.Result = provider.Failure(domain.ClassDeadlineExceeded, "finding arrived after the attempt timeout")
 		case err != nil:
 			return err
 		default:
 			done, err := s.append(ctx, open, actorRunner, events...)
 			if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-				s.conflict(ctx, open.Review, st.Attempt, domain.SourceResponse, "review moved while the attempt ran")
+				s.conflict(ctx, s.current(ctx, open.Review), actorRunner, domain.Conflict{Attempt: st.Attempt, Source: domain.SourceResponse,
+					Reason: domain.ConflictWrongExpectedVersion, State: res.Finding.State, Detail: "review moved while the attempt ran"})
 				return nil
 			}
 			if err != nil {
@@ -421,15 +424,30 @@ func (s *Service) logAttempt(rv *domain.Review, attempt int, outcome string, ela
 		"elapsed_ms", elapsedMS, "remaining_budget_ms", max(0, rv.Remaining(now).Milliseconds()))
 }
 
-// conflict logs and counts a conflicting completion; it changes nothing.
-func (s *Service) conflict(ctx context.Context, rv *domain.Review, attempt int, source, why string) {
+// conflict logs and counts a conflicting completion and records it in the
+// review's conflict stream (ConflictingCompletionRecorded), where auditors
+// and the SLO read model find it. It changes nothing in the review. rv is
+// the review as it stands when the completion is refused.
+func (s *Service) conflict(ctx context.Context, rv *domain.Review, actor ledger.Actor, c domain.Conflict) {
 	now := s.clock.Now()
-	s.metrics.conflicts.WithLabelValues(source).Inc()
-	s.log.Warn("conflicting completion", "review_id", rv.ID(), "attempt", attempt, "outcome", "conflicting_completion",
-		"source", source, "reason", why, "remaining_budget_ms", max(0, rv.Remaining(now).Milliseconds()))
-	if s.cfg.Conflicts != nil {
-		if err := s.cfg.Conflicts.RecordConflict(context.WithoutCancel(ctx), rv.Class(), rv.ID(), now); err != nil {
-			s.log.Error("record conflicting completion", "review_id", rv.ID(), "error", err.Error())
-		}
+	s.metrics.conflicts.WithLabelValues(c.Source).Inc()
+	s.log.Warn("conflicting completion", "review_id", rv.ID(), "attempt", c.Attempt, "outcome", "conflicting_completion",
+		"source", c.Source, "reason", string(c.Reason), "detail", c.Detail, "remaining_budget_ms", max(0, rv.Remaining(now).Milliseconds()))
+	e, err := rv.RecordConflict(c, now)
+	if err == nil {
+		err = s.ledger.RecordConflict(context.WithoutCancel(ctx), e, actor)
 	}
+	if err != nil {
+		s.log.Error("record conflicting completion", "review_id", rv.ID(), "attempt", c.Attempt, "error", err.Error())
+	}
+}
+
+// current reloads a review that moved, for the record of a conflict; rv
+// when it cannot be read.
+func (s *Service) current(ctx context.Context, rv *domain.Review) *domain.Review {
+	now, err := s.ledger.Load(context.WithoutCancel(ctx), rv.ID())
+	if err != nil {
+		return rv
+	}
+	return now.Review
 }

@@ -167,8 +167,8 @@ func TestLateResponseIsAConflict(t *testing.T) {
 	if n := h.counter(t, h.metrics.conflicts.WithLabelValues("response")); n != 1 {
 		t.Errorf("conflicting completions = %v, want 1", n)
 	}
-	if h.conflict.Len() != 1 {
-		t.Errorf("SLO conflict records = %d, want 1", h.conflict.Len())
+	if got, want := h.conflicts(t, "rev-late"), []string{"response:attempt_not_in_flight:1"}; !slices.Equal(got, want) {
+		t.Errorf("recorded conflicts %v, want %v", got, want)
 	}
 }
 
@@ -251,6 +251,10 @@ func TestCallbackConflicts(t *testing.T) {
 	}
 	if got := len(h.events(t, "rev-cb")); got != len(want) {
 		t.Errorf("conflicts changed the history: %d events", got)
+	}
+	wantConflicts := []string{"callback:attempt_not_in_flight:1", "callback:review_moved_on:2", "callback:duplicate_delivery:2"}
+	if got := h.conflicts(t, "rev-cb"); !slices.Equal(got, wantConflicts) {
+		t.Errorf("recorded conflicts %v, want %v", got, wantConflicts)
 	}
 }
 

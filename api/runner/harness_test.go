@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -197,13 +198,12 @@ func testPolicy() domain.Policy {
 
 type harness struct {
 	*Service
-	clock    *fakeClock
-	prov     *scripted
-	ledger   *ledger.Ledger
-	logs     *syncBuffer
-	reg      *prometheus.Registry
-	signer   *provider.Signer
-	conflict *conflictLog
+	clock  *fakeClock
+	prov   *scripted
+	ledger *ledger.Ledger
+	logs   *syncBuffer
+	reg    *prometheus.Registry
+	signer *provider.Signer
 }
 
 type syncBuffer struct {
@@ -223,22 +223,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-type conflictLog struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (c *conflictLog) RecordConflict(_ context.Context, class, reviewID string, _ time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ids = append(c.ids, class+"/"+reviewID)
-	return nil
-}
-
-func (c *conflictLog) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.ids)
+// conflicts returns the conflicting completions recorded for a review, as
+// "source:reason:attempt".
+func (h *harness) conflicts(t *testing.T, id string) []string {
+	t.Helper()
+	log, err := h.ledger.Conflicts(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(log.Events))
+	for i, e := range log.Events {
+		c := e.Event.(domain.ConflictingCompletionRecorded)
+		out[i] = fmt.Sprintf("%s:%s:%d", c.Source, c.Reason, c.Attempt)
+	}
+	return out
 }
 
 func newHarness(t *testing.T, steps []step, tweak ...func(*Config)) *harness {
@@ -248,11 +249,11 @@ func newHarness(t *testing.T, steps []step, tweak ...func(*Config)) *harness {
 	t.Cleanup(store.Close)
 	clock := newFakeClock()
 	h := &harness{clock: clock, prov: &scripted{clock: clock, steps: steps}, ledger: ledger.New(store),
-		logs: &syncBuffer{}, reg: prometheus.NewRegistry(), conflict: &conflictLog{}}
+		logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
 	h.signer, _ = provider.NewSigner(testSecret)
 	cfg := Config{
 		Policy: testPolicy(), Ledger: h.ledger, Pool: pool, Provider: h.prov, Signer: h.signer,
-		Conflicts: h.conflict, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Metrics: h.reg,
+		Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Metrics: h.reg,
 		Clock: clock, Rand: rand.New(rand.NewPCG(1, 2)),
 	}
 	for _, f := range tweak {

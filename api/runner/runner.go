@@ -40,12 +40,6 @@ var (
 	ErrInvalidConfig = errors.New("invalid runner configuration")
 )
 
-// ConflictRecorder records conflicting completions for the SLO read model
-// (DESIGN 3). It must be safe for concurrent use.
-type ConflictRecorder interface {
-	RecordConflict(ctx context.Context, class, reviewID string, at time.Time) error
-}
-
 // Pub/sub backends.
 const (
 	PubSubGoChannel = "gochannel"
@@ -62,13 +56,10 @@ type Config struct {
 	Provider provider.Provider
 	// Signer verifies callbacks; without one every callback is refused as
 	// ErrInvalidSignature.
-	Signer *provider.Signer
-	// Conflicts records conflicting completions for the SLO read model;
-	// nil: they are logged and counted in metrics only.
-	Conflicts ConflictRecorder
-	Logger    *slog.Logger          // default slog.Default()
-	Metrics   prometheus.Registerer // nil: metrics are kept but not registered
-	Clock     Clock                 // default SystemClock
+	Signer  *provider.Signer
+	Logger  *slog.Logger          // default slog.Default()
+	Metrics prometheus.Registerer // nil: metrics are kept but not registered
+	Clock   Clock                 // default SystemClock
 	// Rand draws backoff jitter; a seeded one in tests. Default: a PCG
 	// seeded from the clock. Calls are serialised by the Service.
 	Rand domain.Rand

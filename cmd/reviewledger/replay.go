@@ -12,7 +12,8 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
-// ReplayCmd prints a review's timeline and the state rebuilt from it.
+// ReplayCmd prints a review's timeline and the state rebuilt from it, then
+// the conflicting completions recorded in its conflict stream.
 type ReplayCmd struct {
 	Config `embed:""`
 	ID     string `arg:"" name:"id" help:"The review to replay."`
@@ -43,7 +44,8 @@ func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) er
 		return err
 	}
 	defer closeDB()
-	h, err := ledger.New(store).History(ctx, c.ID)
+	led := ledger.New(store)
+	h, err := led.History(ctx, c.ID)
 	if err != nil {
 		return err
 	}
@@ -51,5 +53,10 @@ func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) er
 	if err != nil {
 		return err
 	}
+	conflicts, err := led.Conflicts(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	r.AddConflicts(conflicts)
 	return r.Render(out)
 }

@@ -112,7 +112,7 @@ func (c RunnerConfig) Sim() provider.SimConfig {
 // (the simulator, when none is set, signs with a secret of its own), the
 // runner settings of c. Run the service with svc.Run(ctx); call stop after
 // it returns.
-func (c RunnerConfig) NewRunner(cfg *Config, pool *pgxpool.Pool, led *ledger.Ledger, conflicts runner.ConflictRecorder,
+func (c RunnerConfig) NewRunner(cfg *Config, pool *pgxpool.Pool, led *ledger.Ledger,
 	reg prometheus.Registerer, log *slog.Logger) (svc *runner.Service, stop func() error, err error) {
 	secret := cfg.CallbackSecret
 	if secret == "" {
@@ -142,7 +142,7 @@ func (c RunnerConfig) NewRunner(cfg *Config, pool *pgxpool.Pool, led *ledger.Led
 		p, stop = sim, sim.Close
 	}
 	rc := runner.Config{
-		Policy: cfg.Policy, Ledger: led, Pool: pool, Provider: p, Signer: signer, Conflicts: conflicts,
+		Policy: cfg.Policy, Ledger: led, Pool: pool, Provider: p, Signer: signer,
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&rc)

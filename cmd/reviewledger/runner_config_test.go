@@ -56,7 +56,7 @@ func TestNewRunnerWithSimulator(t *testing.T) {
 	rc := validRunnerConfig()
 	rc.SimAsyncRate = 0.5
 	cfg := &Config{Provider: "sim", Policy: domain.DefaultPolicy(), SweepInterval: time.Second}
-	svc, stop, err := rc.NewRunner(cfg, pool, ledger.New(store), nil, nil, slog.New(slog.DiscardHandler))
+	svc, stop, err := rc.NewRunner(cfg, pool, ledger.New(store), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

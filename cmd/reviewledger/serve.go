@@ -95,7 +95,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	led := ledger.New(store)
 	readModels := projections.NewDB(pool)
 
-	svc, stopProvider, err := c.Runner.NewRunner(cfg, pool, led, readModels, reg, log)
+	svc, stopProvider, err := c.Runner.NewRunner(cfg, pool, led, reg, log)
 	if err != nil {
 		return err
 	}

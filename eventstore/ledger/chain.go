@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/reviewledger/reviewledger/domain"
 )
 
 // chainHash is the SHA-256 of the previous event's hash and this event's
@@ -40,18 +42,22 @@ func (e *ChainError) Unwrap() error { return ErrTampered }
 // event's hash chains onto the one before. It returns a *ChainError matching
 // ErrTampered at the first break.
 func (h *History) Verify() error {
+	return verifyChain(h.ReviewID, domain.StreamName(h.ReviewID), h.Events)
+}
+
+// verifyChain checks events read from stream, in revision order.
+func verifyChain(reviewID, stream string, events []Entry) error {
 	prev := ""
-	stream := "review-" + h.ReviewID
-	for i, e := range h.Events {
+	for i, e := range events {
 		if e.Revision != uint64(i) {
-			return &ChainError{ReviewID: h.ReviewID, Revision: e.Revision, Reason: fmt.Sprintf("revision %d found where %d belongs (event removed or reordered)", e.Revision, i)}
+			return &ChainError{ReviewID: reviewID, Revision: e.Revision, Reason: fmt.Sprintf("revision %d found where %d belongs (event removed or reordered)", e.Revision, i)}
 		}
 		if e.Metadata.PrevHash != prev {
-			return &ChainError{ReviewID: h.ReviewID, Revision: e.Revision, Reason: "does not chain onto the event before it (event removed, inserted or reordered)"}
+			return &ChainError{ReviewID: reviewID, Revision: e.Revision, Reason: "does not chain onto the event before it (event removed, inserted or reordered)"}
 		}
 		want := chainHash(prev, stream, e.Revision, e.Type, e.Data, e.Metadata.Actor)
 		if e.Metadata.Hash != want {
-			return &ChainError{ReviewID: h.ReviewID, Revision: e.Revision, Reason: "content does not match its hash (event altered)"}
+			return &ChainError{ReviewID: reviewID, Revision: e.Revision, Reason: "content does not match its hash (event altered)"}
 		}
 		prev = e.Metadata.Hash
 	}

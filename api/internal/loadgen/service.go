@@ -120,7 +120,7 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		return nil, err
 	}
 	svc, err = runner.New(runner.Config{
-		Policy: cfg.policy(), Ledger: led, Pool: pool, Provider: sim, Signer: signer, Conflicts: readModels,
+		Policy: cfg.policy(), Ledger: led, Pool: pool, Provider: sim, Signer: signer,
 		Logger: log, Metrics: reg, ProviderName: "sim", Workers: cfg.Workers,
 	})
 	if err != nil {

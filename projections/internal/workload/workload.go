@@ -34,12 +34,11 @@ type Config struct {
 	Spacing time.Duration
 	// Policy; DefaultPolicy() when it has no classes.
 	Policy domain.Policy
-	// OnConflict, when set, is called for each conflicting completion the
-	// workload produces (a late finding, a lost decision race).
-	OnConflict func(ctx context.Context, class, reviewID string, at time.Time) error
 }
 
-// Stats counts what a workload appended.
+// Stats counts what a workload appended. Events includes the conflicting
+// completions (late and duplicate findings), recorded in the reviews'
+// conflict streams as the runner records them.
 type Stats struct {
 	Reviews   int64
 	Events    int64
@@ -197,9 +196,10 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 			}
 			if w.rng.Float64() < 0.1 {
 				// A duplicate callback for the same attempt: refused, counted.
-				if err := w.conflict(ctx, class, id, now.Add(50*time.Millisecond)); err != nil {
+				if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictReviewMovedOn, now.Add(50*time.Millisecond)); err != nil {
 					return rv, n, err
 				}
+				n++
 			}
 		case r < 0.7:
 			now = now.Add(200 * time.Millisecond)
@@ -237,9 +237,10 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 				if _, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: domain.DecisionAccepted}, domain.SourceCallback, now.Add(time.Second)); !errors.Is(err, domain.ErrAttemptNotInFlight) {
 					return rv, n, fmt.Errorf("late finding: got %v, want ErrAttemptNotInFlight", err)
 				}
-				if err := w.conflict(ctx, class, id, now.Add(time.Second)); err != nil {
+				if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictAttemptNotInFlight, now.Add(time.Second)); err != nil {
 					return rv, n, err
 				}
+				n++
 			}
 			wait, ok := domain.RetryWait(now, rv.Deadline(), pol.Backoff.Delay(start.Attempt, w.rng), retryAfter)
 			if !ok {
@@ -289,12 +290,17 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 	return rv, n, nil
 }
 
-func (w *writer) conflict(ctx context.Context, class, id string, at time.Time) error {
-	w.conflicts++
-	if w.cfg.OnConflict == nil {
-		return nil
+// conflict records a refused callback for attempt of rv.
+func (w *writer) conflict(ctx context.Context, rv *ledger.Review, attempt int, reason domain.ConflictReason, at time.Time) error {
+	e, err := rv.RecordConflict(domain.Conflict{Attempt: attempt, Source: domain.SourceCallback, Reason: reason, State: domain.DecisionAccepted}, at)
+	if err != nil {
+		return err
 	}
-	return w.cfg.OnConflict(ctx, class, id, at)
+	if err := w.l.RecordConflict(ctx, e, ledger.Actor{Name: "provider"}); err != nil {
+		return err
+	}
+	w.conflicts++
+	return nil
 }
 
 // DefaultPolicy is domain.DefaultPolicy with four-eyes (approvals: 2) on

@@ -1,0 +1,147 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// ConflictStep is one conflicting completion of a replayed review: a late
+// or duplicate finding that was refused and changed nothing. It comes from
+// the review's conflict stream, not from its timeline.
+type ConflictStep struct {
+	// Seq is the event's revision in the conflict stream.
+	Seq     uint64
+	At      time.Time
+	Elapsed time.Duration // At minus the submission time
+	Attempt int           // 0 when the completion named none
+	Source  string
+	Reason  domain.ConflictReason
+	// Detail is the finding's state, where the review stood and why.
+	Detail string
+	Actor  string
+}
+
+// AddConflicts adds the review's conflicting completions (up to AsOf) to
+// the replay, shown after the timeline. Their hash chain is checked apart
+// from the review's.
+func (r *Replay) AddConflicts(log *ledger.ConflictLog) {
+	entries := log.Events
+	if !r.AsOf.IsZero() {
+		n := 0
+		for n < len(entries) && !conflictTime(entries[n]).After(r.AsOf) {
+			n++
+		}
+		r.LaterConflicts = len(entries) - n
+		entries = entries[:n]
+	}
+	r.Conflicts = make([]ConflictStep, 0, len(entries))
+	r.ConflictChain = (&ledger.ConflictLog{ReviewID: log.ReviewID, Events: entries}).Verify()
+	submitted := r.Review.SubmittedAt()
+	for _, e := range entries {
+		c, _ := e.Event.(domain.ConflictingCompletionRecorded)
+		at := conflictTime(e)
+		detail := fmt.Sprintf("review %s at version %d", c.ReviewState, c.ReviewVersion)
+		if c.State != "" {
+			detail = string(c.State) + "; " + detail
+		}
+		if c.Detail != "" {
+			detail += " (" + c.Detail + ")"
+		}
+		r.Conflicts = append(r.Conflicts, ConflictStep{
+			Seq: e.Revision, At: at, Elapsed: at.Sub(submitted).Round(time.Millisecond), Attempt: c.Attempt,
+			Source: c.Source, Reason: c.Reason, Detail: detail, Actor: e.Metadata.Actor,
+		})
+	}
+}
+
+func conflictTime(e ledger.Entry) time.Time {
+	if c, ok := e.Event.(domain.ConflictingCompletionRecorded); ok && !c.At.IsZero() {
+		return c.At
+	}
+	return e.RecordedAt
+}
+
+// renderConflicts writes the conflicting completions, when they were read.
+func (r *Replay) renderConflicts(w io.Writer) {
+	if r.Conflicts == nil {
+		return
+	}
+	later := ""
+	if r.LaterConflicts > 0 {
+		later = fmt.Sprintf(" (%d later not shown)", r.LaterConflicts)
+	}
+	if len(r.Conflicts) == 0 {
+		fmt.Fprintf(w, "\nconflicting completions: none%s\n", later)
+		return
+	}
+	fmt.Fprintf(w, "\nconflicting completions: %d, refused, they changed nothing%s\n", len(r.Conflicts), later)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tELAPSED\tATTEMPT\tSOURCE\tREASON\tDETAIL\tACTOR")
+	for _, c := range r.Conflicts {
+		attempt := "-"
+		if c.Attempt > 0 {
+			attempt = fmt.Sprint(c.Attempt)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Seq, stamp(c.At), c.Elapsed, attempt, c.Source, c.Reason, c.Detail, dash(c.Actor))
+	}
+	_ = tw.Flush()
+	chain := "intact"
+	if r.ConflictChain != nil {
+		chain = "BROKEN: " + strings.TrimSpace(r.ConflictChain.Error())
+	}
+	fmt.Fprintf(w, "  hash_chain: %s\n", chain)
+}
+
+// ConflictHistories reads conflict streams (*ledger.Ledger). When the
+// Verifier's Histories implements it, conflict streams are verified too.
+type ConflictHistories interface {
+	// Conflicts reads a review's conflict stream; an empty log when it has
+	// none.
+	Conflicts(ctx context.Context, reviewID string) (*ledger.ConflictLog, error)
+}
+
+// checkConflicts verifies the hash chain of the conflict stream of one
+// review (reviewID not empty) or of every review that has one, adding
+// damage to rep. Conflict streams are not review streams: they never count
+// in rep.Reviews and are never anchored.
+func (v *Verifier) checkConflicts(ctx context.Context, reviewID string, rep *Report) error {
+	ch, ok := v.Histories.(ConflictHistories)
+	if !ok {
+		return nil
+	}
+	ids := []string{reviewID}
+	if reviewID == "" {
+		var err error
+		if ids, err = v.streamIDs(ctx, domain.ConflictStreamName("")); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		log, err := ch.Conflicts(ctx, id)
+		switch {
+		case errors.Is(err, domain.ErrCorruptHistory):
+			rep.Damaged = append(rep.Damaged, Damage{ReviewID: id, Revision: revisionOf(err),
+				Reason: "a conflicting completion cannot be read (altered): " + err.Error()})
+			continue
+		case err != nil:
+			return err
+		}
+		rep.Events += len(log.Events)
+		var chain *ledger.ChainError
+		if err := log.Verify(); errors.As(err, &chain) {
+			rep.Damaged = append(rep.Damaged, Damage{ReviewID: id, Revision: chain.Revision,
+				Reason: "conflicting completions: " + chain.Reason})
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
