@@ -326,12 +326,19 @@ func invalidReason(f domain.Finding, reviewID string) string {
 // escalate ends the automated path of rv. The error matches
 // eventstore.ErrWrongExpectedVersion when the review moved meanwhile.
 func (s *Service) escalate(ctx context.Context, rv *ledger.Review, reason domain.EscalationReason, detail string, actor ledger.Actor) error {
+	return s.escalateAfter(ctx, rv, nil, reason, detail, actor)
+}
+
+// escalateAfter appends first (the outcome of an open attempt) and the
+// escalation in one append at rv's revision, so both are recorded or
+// neither.
+func (s *Service) escalateAfter(ctx context.Context, rv *ledger.Review, first []domain.Event, reason domain.EscalationReason, detail string, actor ledger.Actor) error {
 	now := s.clock.Now()
 	ev, err := rv.Escalate(reason, detail, now)
 	if err != nil {
 		return err
 	}
-	done, err := s.append(ctx, rv, actor, ev)
+	done, err := s.append(ctx, rv, actor, append(first, ev)...)
 	if err != nil {
 		return err
 	}

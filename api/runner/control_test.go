@@ -399,6 +399,75 @@ func TestSweeperEscalatesPastDeadline(t *testing.T) {
 	}
 }
 
+// A review whose worker died mid-attempt is escalated by the sweeper with
+// its open attempt closed as worker_lost first, in the same append: the
+// attempt never stays without an outcome.
+func TestSweeperClosesTheOpenAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"rev-dead", "rev-dead-closed"} {
+		rv := h.submit(t, id, "closed") // fail closed: deadline_passed rejects
+		h.clock.Advance(time.Second)
+		st, err := rv.StartAttempt(h.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.ledger.Append(ctx, rv, actorRunner, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The worker of rev-dead-closed closes its attempt before the sweep.
+	rv := h.load(t, "rev-dead-closed")
+	n, _, _, _ := rv.InFlight()
+	ev, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: n, Classification: domain.ClassDeadlineExceeded}, h.clock.Now().Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.ledger.Append(ctx, rv, actorRunner, ev); err != nil {
+		t.Fatal(err)
+	}
+	policy := testPolicy().Classes["closed"]
+	h.clock.Advance(policy.Budget + time.Second)
+	if n, err := h.Sweep(ctx); err != nil || n != 2 {
+		t.Fatalf("Sweep = %d, %v; want 2", n, err)
+	}
+
+	want := []string{"Submitted", "AttemptStarted", "AttemptTimedOut:worker_lost", "Escalated:deadline_passed"}
+	if got := h.types(t, "rev-dead"); !slices.Equal(got, want) {
+		t.Fatalf("rev-dead: events %v, want %v", got, want)
+	}
+	hist, err := h.ledger.History(ctx, "rev-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, esc := hist.Events[2], hist.Events[3]
+	if closed.Metadata.Actor != "sweeper" || esc.Metadata.Actor != "sweeper" {
+		t.Errorf("actors %q, %q; want sweeper", closed.Metadata.Actor, esc.Metadata.Actor)
+	}
+	started := hist.Events[1].Event.(domain.AttemptStarted).StartedAt
+	if to := closed.Event.(domain.AttemptTimedOut); to.Attempt != 1 || to.ElapsedMS != h.clock.Now().Sub(started).Milliseconds() {
+		t.Errorf("closed attempt %+v, want attempt 1 after %s", to, h.clock.Now().Sub(started))
+	}
+	// One append: one transaction in the store's global order.
+	recs, err := h.ledger.Store().ReadStream(ctx, domain.StreamName("rev-dead"), 2)
+	if err != nil || len(recs) != 2 || recs[0].Position.Commit != recs[1].Position.Commit {
+		t.Errorf("the timeout and the escalation were not one append: %+v, %v", recs, err)
+	}
+	if rv := h.load(t, "rev-dead"); rv.State() != domain.StateRejected {
+		t.Errorf("rev-dead: %s, want rejected (fail closed)", rv.State())
+	}
+	if n := h.counter(t, h.metrics.attempts.WithLabelValues(string(domain.ClassWorkerLost))); n != 1 {
+		t.Errorf("worker_lost attempts counted %v, want 1", n)
+	}
+
+	// An attempt its worker closed is left as it was.
+	want = []string{"Submitted", "AttemptStarted", "AttemptTimedOut:deadline_exceeded", "Escalated:deadline_passed"}
+	if got := h.types(t, "rev-dead-closed"); !slices.Equal(got, want) {
+		t.Fatalf("rev-dead-closed: events %v, want %v", got, want)
+	}
+}
+
 // The callback lands on another process: the waiting attempt is not told,
 // times out, its AttemptTimedOut fails the expected-revision check, and the
 // reload shows the decision. Nothing is appended twice.

@@ -14,9 +14,13 @@ const sweepBatch = 500
 
 // Sweep escalates (reason deadline_passed) every pending review whose
 // deadline passed more than SweepGrace ago, and clears the pending mark of
-// reviews that left pending. It races safely with workers: each escalation
-// is appended at the revision the sweeper loaded, so whoever appends first
-// wins and the other reloads. It returns how many reviews it escalated.
+// reviews that left pending. An attempt still open then (its worker died
+// or stalled: a live worker closes its attempt by the attempt's timeout,
+// which is never after the deadline) is first closed as
+// AttemptTimedOut{worker_lost}, in the same append as the escalation. It
+// races safely with workers: each escalation is appended at the revision
+// the sweeper loaded, so whoever appends first wins and the other reloads.
+// It returns how many reviews it escalated.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	now := s.clock.Now()
 	ids, err := s.state.pending(ctx, now.Add(-s.cfg.SweepGrace), sweepBatch)
@@ -57,12 +61,25 @@ func (s *Service) sweepOne(ctx context.Context, id string) (bool, error) {
 		if rv.Remaining(now) > 0 {
 			return false, nil
 		}
-		err = s.escalate(ctx, rv, domain.ReasonDeadlinePassed, "escalated by the deadline sweeper", actorSweeper)
+		var closed []domain.Event
+		attempt, _, _, _ := rv.InFlight()
+		if attempt != 0 {
+			ev, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: attempt, Classification: domain.ClassWorkerLost,
+				Detail: "open past the review's deadline; closed by the deadline sweeper"}, now)
+			if err != nil {
+				return false, err
+			}
+			closed = append(closed, ev)
+		}
+		err = s.escalateAfter(ctx, rv, closed, domain.ReasonDeadlinePassed, "escalated by the deadline sweeper", actorSweeper)
 		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			continue
 		}
 		if err != nil {
 			return false, err
+		}
+		if len(closed) > 0 {
+			s.logAttempt(rv.Review, attempt, string(domain.ClassWorkerLost), closed[0].(domain.AttemptTimedOut).ElapsedMS, now)
 		}
 		s.metrics.swept.Inc()
 		return true, nil
