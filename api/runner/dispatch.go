@@ -135,12 +135,26 @@ func (s *Service) newRouter() (*message.Router, error) {
 // resume dispatches every pending review, so that work taken by a process
 // that stopped or died is picked up again.
 func (s *Service) resume(ctx context.Context) {
-	ids, err := s.state.pending(ctx, farFuture, resumeLimit)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Error("resume pending reviews", "error", err.Error())
+	var (
+		ids  []string
+		err  error
+		wait = time.Second
+	)
+	// A failed read (the database restarting, out of connections) is
+	// retried with backoff: reviews left pending by a dead process must not
+	// wait for the sweeper to escalate them untried.
+	for {
+		if ids, err = s.state.pending(ctx, farFuture, resumeLimit); err == nil {
+			break
 		}
-		return
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Error("resume pending reviews; retrying", "error", err.Error(), "retry_in_ms", wait.Milliseconds())
+		if s.clock.Sleep(ctx, wait) != nil {
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
 	if len(ids) > 0 {
 		s.log.Info("resuming pending reviews", "count", len(ids))
