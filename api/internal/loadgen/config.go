@@ -35,7 +35,7 @@ type Config struct {
 	// default); submissions over it are answered 429 and made again.
 	MaxInFlight int
 	Workers     int   // review workers
-	PoolConns   int32 // pool size; 0: pgx's default, as serve
+	PoolConns   int32 // pool size; 0: max(16, Workers+8), as serve
 
 	// The policy of the class submitted.
 	Budget         time.Duration

@@ -67,7 +67,7 @@ func parseFlags(args []string, errOut io.Writer) (Config, error) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 3*time.Minute, "longest wait, after the last submission, for every review to leave pending and the read models to catch up")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", 0, "admission ceiling of the API (REVIEWLEDGER_MAX_IN_FLIGHT; 0: none); a submission answered 429 is made again after its Retry-After")
 	fs.IntVar(&c.Workers, "workers", 16, "review workers (REVIEWLEDGER_WORKERS)")
-	poolConns := fs.Int("pool-max-conns", 0, "PostgreSQL pool size (0: pgx's default, as reviewledger serve)")
+	poolConns := fs.Int("pool-max-conns", 0, "PostgreSQL pool size (0: max(16, workers+8), as reviewledger serve sizes it)")
 	fs.DurationVar(&c.Budget, "budget", 10*time.Second, "end-to-end budget of the class submitted")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", time.Second, "attempt timeout cap of the class submitted")
 	fs.IntVar(&c.MaxAttempts, "max-attempts", 3, "attempts per review of the class submitted")

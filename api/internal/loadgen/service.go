@@ -79,6 +79,8 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
+	// As serve sizes it: room for every worker, the API and the projector.
+	pcfg.MaxConns = int32(max(16, cfg.Workers+8))
 	if cfg.PoolConns > 0 {
 		pcfg.MaxConns = cfg.PoolConns
 	}
