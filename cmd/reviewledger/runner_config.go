@@ -21,7 +21,7 @@ type RunnerConfig struct {
 	Workers          int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"16" help:"Reviews worked at once."`
 	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
 	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
-	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" default:"reviewledger_review_work" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres). Deployments sharing one NATS server need one each."`
+	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres); by default derived from the database name, so deployments with their own databases sharing one NATS server never take each other's work."`
 	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
 	RetryBudgetMin   int           `name:"retry-budget-min" env:"REVIEWLEDGER_RETRY_BUDGET_MIN" default:"50" help:"Retries always allowed per 10s window, whatever the share."`
 	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`
@@ -73,6 +73,23 @@ func (c RunnerConfig) Validate() error {
 // maxTopicLen keeps the PostgreSQL queue tables' names (a prefix and the
 // topic) within PostgreSQL's 63-byte identifiers.
 const maxTopicLen = 40
+
+// defaultTopic is the work topic of a deployment whose database is named
+// database: one topic per database, so two deployments sharing a NATS
+// server do not take each other's review work.
+func defaultTopic(database string) string {
+	const prefix = "reviewledger_work_"
+	b := []byte(database)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("default")
+	}
+	return prefix + string(b[:min(len(b), maxTopicLen-len(prefix))])
+}
 
 // validTopic: a JetStream stream name and part of a PostgreSQL identifier.
 func validTopic(s string) bool {
@@ -146,6 +163,9 @@ func (c RunnerConfig) NewRunner(cfg *Config, pool *pgxpool.Pool, led *ledger.Led
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&rc)
+	if c.Topic == "" {
+		rc.Topic = defaultTopic(pool.Config().ConnConfig.Database)
+	}
 	if svc, err = runner.New(rc); err != nil {
 		_ = stop()
 		return nil, nil, err

@@ -94,3 +94,18 @@ func TestNewRunnerWithSimulator(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultTopic(t *testing.T) {
+	t.Parallel()
+	for db, want := range map[string]string{
+		"reviewledger":                         "reviewledger_work_reviewledger",
+		"rl-eu.west":                           "reviewledger_work_rl_eu_west",
+		"":                                     "reviewledger_work_default",
+		"a_database_name_far_longer_than_fits": "reviewledger_work_a_database_name_far_lo",
+	} {
+		got := defaultTopic(db)
+		if got != want || !validTopic(got) {
+			t.Errorf("defaultTopic(%q) = %q (valid %v), want %q", db, got, validTopic(got), want)
+		}
+	}
+}
