@@ -57,6 +57,20 @@ type ReadModels interface {
 
 var _ ReadModels = (*projections.DB)(nil)
 
+// Contents reads the content submitted for review (*runner.Service), for
+// moderators to read what they decide on.
+type Contents interface {
+	// Content returns the review's content type as recorded in the ledger,
+	// its stored bytes and their digest ("sha256:<hex>"), which equals the
+	// ledger's Submitted payload_digest. Errors: domain.ErrReviewNotFound,
+	// runner.ErrContentPurged (the review exists, its content is no longer
+	// stored), runner.ErrContentMismatch (the stored bytes are not the
+	// ones reviewed: never served).
+	Content(ctx context.Context, reviewID string) (contentType string, content []byte, digest string, err error)
+}
+
+var _ Contents = (*runner.Service)(nil)
+
 // Check is one readiness check for /readyz.
 type Check struct {
 	Name  string

@@ -13,6 +13,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	admission prometheus.Counter
 	decisions *prometheus.CounterVec
+	content   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,8 +35,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "reviewledger_manual_decisions_total",
 			Help: "Manual decisions and four-eyes votes recorded, by outcome.",
 		}, []string{"outcome"}),
+		content: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reviewledger_content_reads_total",
+			Help: "Reads of submitted content (GET /v1/reviews/{id}/content) by moderators and admins, by role and outcome (served, purged, not_found, mismatch).",
+		}, []string{"role", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions, m.content} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register api metrics: %w", err)
 		}

@@ -79,6 +79,7 @@ var problemTable = []problemKind{
 	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
 	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
 	{domain.ErrReviewNotFound, http.StatusNotFound, "review-not-found", "Review not found"},
+	{runner.ErrContentPurged, http.StatusGone, "content-purged", "Content purged by retention"},
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
 	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},

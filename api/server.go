@@ -21,6 +21,9 @@ type Deps struct {
 	Ledger     Ledger
 	Reviews    Reviews
 	ReadModels ReadModels
+	// Content serves GET /v1/reviews/{id}/content. When nil, Reviews is
+	// used if it also implements Contents (*runner.Service does).
+	Content Contents
 	// Ready are the checks of /readyz (database reachable, projections
 	// within their lag threshold).
 	Ready []Check
@@ -48,6 +51,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if deps.Ledger == nil || deps.Reviews == nil {
 		return nil, fmt.Errorf("api: Deps.Ledger and Deps.Reviews are required: %w", ErrInvalidConfig)
+	}
+	if deps.Content == nil {
+		if c, ok := deps.Reviews.(Contents); ok {
+			deps.Content = c
+		}
 	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {
@@ -82,6 +90,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/reviews", s.submit, s.require(RoleSubmitter))
 	e.GET("/v1/reviews/:id", s.getReview, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 	e.GET("/v1/reviews/:id/events", s.getEvents, s.require(RoleAuditor))
+	e.GET("/v1/reviews/:id/content", s.getContent, s.require(RoleModerator))
 	e.POST("/v1/reviews/:id/findings", s.callback)
 	e.POST("/v1/reviews/:id/decision", s.decide, s.require(RoleModerator))
 	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))
