@@ -49,6 +49,8 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	fake.escalate("rev-caption-0001", "caption_suggestion", "attempts_exhausted", 3, 4*time.Minute, 1, []string{xss})
 	fake.escalate("rev-publish-0002", "publishing_rule", "human_gate", 1, 2*time.Hour, 1, nil)
 	fake.claimAs("rev-publish-0002", "bob", time.Now().Add(8*time.Minute))
+	const submitted = "1\n00:00:01.000 --> 00:00:02.000\n<script>window.__pwned=2</script><b>bold?</b>"
+	fake.setContent("rev-caption-0001", "text/vtt; charset=utf-8", []byte(submitted))
 	fake.setSLO("1h", newFakeSLO(1234, 1077, 41, 3, 850, 4200, 12800, 2, 7300))
 	fake.setSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 2, 7300))
 	srv := httptest.NewServer(fake.handler())
@@ -170,6 +172,25 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 	})
 
+	run("a moderator reads the submitted content as text", func(t *testing.T) {
+		p := page.T(t)
+		p.WaitText("#content-text", "<script>window.__pwned=2</script><b>bold?</b>")
+		if got := p.Text("#content-text"); got != submitted {
+			t.Errorf("content shown %q, want %q", got, submitted)
+		}
+		if uitest.Evaluate[bool](p, `document.querySelector('#content-text script, #content-text b') !== null || window.__pwned !== undefined`) {
+			t.Fatal("the submitted content was parsed as markup")
+		}
+		p.WaitText("#content-meta", "text/vtt")
+		p.WaitText("#content-meta", "(verified)")
+		p.WaitHidden("#content-all")
+		p.WaitHidden("#content-download")
+		reads := fake.requestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/content")
+		if len(reads) != 1 || reads[0].Auth != "Bearer "+moderatorToken {
+			t.Errorf("content requests %+v, want one with the moderator's token", reads)
+		}
+	})
+
 	run("every control has a label or an accessible name", func(t *testing.T) {
 		p := page.T(t)
 		unlabelled := uitest.Evaluate[[]string](p, `[
@@ -244,6 +265,40 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 		p.WaitText(row("rev-restricted-0003"), "restricted_publish")
 		p.Screenshot("review")
+	})
+
+	run("long text is truncated, other types download, purged content says so", func(t *testing.T) {
+		p := page.T(t)
+		fake.purge("rev-publish-0002")
+		p.Do("open a purged review", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-publish-0002'`))
+		p.WaitText("#content-msg", "Content purged")
+		p.WaitHidden("#content-text")
+
+		png := []byte("\x89PNG\r\n\x1a\n<script>not text</script>")
+		fake.setContent("rev-restricted-0003", "image/png", png)
+		p.Do("open a review with an image", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-restricted-0003'`))
+		p.WaitText("#content-download", "Download (image/png, 33 bytes)")
+		p.WaitHidden("#content-text")
+		if href := uitest.Evaluate[string](p, `document.getElementById('content-download').href`); !strings.HasPrefix(href, "blob:") {
+			t.Errorf("download link %q, want an object URL", href)
+		}
+		if name := uitest.Evaluate[string](p, `document.getElementById('content-download').download`); name != "rev-restricted-0003.bin" {
+			t.Errorf("download name %q", name)
+		}
+
+		long := strings.Repeat("line of submitted text é\n", 4000) // 104,000 bytes: é is two
+		fake.setContent("rev-publish-0002", "text/plain; charset=utf-8", []byte(long))
+		p.Do("open a review with long text", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-publish-0002'`))
+		p.WaitText("#content-all", "Show all (104,000 bytes; showing the first 64 KiB)")
+		if n := uitest.Evaluate[int](p, `new TextEncoder().encode(document.getElementById('content-text').textContent).length`); n > 64*1024 || n < 64*1024-4 {
+			t.Errorf("%d bytes shown before Show all, want the first 64 KiB", n)
+		}
+		p.Click("#content-all")
+		p.WaitHidden("#content-all")
+		if got := p.Text("#content-text"); got != long {
+			t.Errorf("Show all shows %d characters, want %d", len(got), len(long))
+		}
+		p.Screenshot("content")
 	})
 
 	run("the page fits a phone screen", func(t *testing.T) {
@@ -328,6 +383,13 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitHidden("#decision-form")
 		p.WaitHidden("#review-claim")
 		p.WaitHidden("#queue-panel")
+		// Auditors read the history, not the content.
+		p.WaitHidden("#content")
+		for _, r := range fake.requestsTo(http.MethodGet, "/v1/reviews/rev-publish-0002/content") {
+			if r.Auth == "Bearer "+auditorToken {
+				t.Error("the auditor's page asked for the submitted content")
+			}
+		}
 		visible := uitest.Evaluate[[]string](p, `Array.from(document.querySelectorAll('button, a, input, select, textarea'))
 			.filter((e) => e.offsetParent !== null && /claim|decide|accept|reject|queue/i.test(e.id + ' ' + e.className + ' ' + e.textContent))
 			.map((e) => e.outerHTML)`)
@@ -379,6 +441,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitHidden("#decision-form")
 		p.WaitHidden("#review-claim")
 		p.WaitHidden("#timeline")
+		p.WaitHidden("#content")
 		if n := len(fake.requestsTo(http.MethodGet, "/v1/slo")); n != sloReads {
 			t.Errorf("the submitter's page read the SLO summary %d times", n-sloReads)
 		}

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +43,17 @@ type fakeReview struct {
 	approvals int // moderators who must agree
 	votes     []string
 	events    []eventJSON
+	// The submitted content; purged answers 410 as after retention.
+	contentType string
+	content     []byte
+	purged      bool
+}
+
+// rawBody is an answer that is not JSON: the bytes of GET
+// /v1/reviews/{id}/content with their headers.
+type rawBody struct {
+	header http.Header
+	body   []byte
 }
 
 // The wire shapes of DESIGN 5.2.
@@ -151,6 +164,7 @@ func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Dura
 		Reasons: reasons,
 	}
 	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt}
+	r.contentType, r.content = "text/plain; charset=utf-8", []byte("content of "+id)
 	f.reviews[id] = r
 	f.queue = append(f.queue, id)
 }
@@ -171,6 +185,21 @@ func (f *fakeAPI) vote(id, moderator string) {
 	r.votes = append(r.votes, moderator)
 	r.record(f.now().UTC(), "ManualApprovalRecorded", map[string]any{"review_id": id, "state": "accepted", "moderator": moderator})
 	r.view.Version++
+}
+
+// setContent replaces what was submitted for id.
+func (f *fakeAPI) setContent(id, contentType string, content []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.reviews[id]
+	r.contentType, r.content, r.purged = contentType, content, false
+}
+
+// purge drops id's content, as retention does.
+func (f *fakeAPI) purge(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reviews[id].purged = true
 }
 
 func (f *fakeAPI) review(id string) reviewJSON {
@@ -213,6 +242,7 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("POST /v1/manual-queue/{id}/claim", f.route([]string{"moderator"}, f.claim))
 	mux.HandleFunc("GET /v1/reviews/{id}", f.route([]string{"submitter", "moderator", "auditor"}, f.getReview))
 	mux.HandleFunc("GET /v1/reviews/{id}/events", f.route([]string{"auditor"}, f.events))
+	mux.HandleFunc("GET /v1/reviews/{id}/content", f.route([]string{"moderator"}, f.contentOf))
 	mux.HandleFunc("POST /v1/reviews/{id}/decision", f.route([]string{"moderator"}, f.decide))
 	mux.HandleFunc("GET /v1/slo", f.route([]string{"auditor", "moderator"}, f.sloSummary))
 	mux.HandleFunc("GET /v1/me", f.route([]string{"submitter", "moderator", "auditor"}, f.me))
@@ -253,6 +283,14 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(status)
 			_ = json.NewEncoder(w).Encode(p)
+			return
+		}
+		if raw, ok := out.(rawBody); ok {
+			for k, v := range raw.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(status)
+			_, _ = w.Write(raw.body)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -335,6 +373,32 @@ func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal
 		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	}
 	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "events": rv.events}
+}
+
+// contentOf is GET /v1/reviews/{id}/content, the extension of DESIGN 5.2
+// that shows moderators what they decide on, with the real route's headers.
+func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.reviews[r.PathValue("id")]
+	switch {
+	case !ok:
+		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
+	case rv.purged:
+		return problem(http.StatusGone, "content-purged", "Content purged by retention", "", "")
+	}
+	sum := sha256.Sum256(rv.content)
+	h := http.Header{}
+	h.Set("Content-Type", rv.contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Payload-Digest", "sha256:"+hex.EncodeToString(sum[:]))
+	if strings.HasPrefix(rv.contentType, "text/") {
+		h.Set("Content-Disposition", "inline")
+	} else {
+		h.Set("Content-Disposition", `attachment; filename="`+rv.view.ReviewID+`.bin"`)
+	}
+	return http.StatusOK, rawBody{header: h, body: slices.Clone(rv.content)}
 }
 
 func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {

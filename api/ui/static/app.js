@@ -14,6 +14,8 @@
   const STALE_MS = 30000;
   const REQUEST_TIMEOUT_MS = 20000;
   const REVIEW_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+  // Submitted text longer than this shows truncated, with "Show all".
+  const CONTENT_PREVIEW_BYTES = 64 * 1024;
 
   // Alert thresholds of the SLO dashboard.
   const RATIO_WARN = 0.99;
@@ -28,6 +30,7 @@
   const ROLE_CAN = {
     queue: ['moderator', 'admin'],             // the manual queue, claims, decisions
     timeline: ['auditor', 'admin'],            // a review's event history
+    content: ['moderator', 'admin'],           // the content submitted for review
     slo: ['auditor', 'moderator', 'admin'],    // the SLO dashboard
   };
 
@@ -42,6 +45,7 @@
     queueRows: new Map(),
     review: null,       // the review view last read
     reviewSeq: 0,
+    contentURL: '',     // object URL of the content offered for download
     slo: { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
     classes: new Set(),
   };
@@ -190,30 +194,9 @@
   // {ok, status, data} or {ok:false, status, problem}; a 401 signs the user
   // out and rejects with SignedOut.
   async function api(method, path, body) {
-    const headers = {
-      'Accept': 'application/json, application/problem+json',
-      'Authorization': 'Bearer ' + state.token,
-    };
-    // A request is abandoned after REQUEST_TIMEOUT_MS, so a hung connection
-    // cannot stall the periodic refresh.
-    const signal = (AbortSignal.any && AbortSignal.timeout)
-      ? AbortSignal.any([state.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
-      : state.abort.signal;
-    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal };
-    if (body !== undefined) {
-      headers['Content-Type'] = 'application/json';
-      init.body = JSON.stringify(body);
-    }
-    let res;
-    try {
-      res = await fetch(path, init);
-    } catch (err) {
-      if (err && err.name === 'AbortError') throw new SignedOut();
-      const title = err && err.name === 'TimeoutError'
-        ? 'The server did not answer within ' + duration(REQUEST_TIMEOUT_MS / 1000)
-        : 'The server could not be reached';
-      return { ok: false, status: 0, problem: { status: 0, title, detail: String((err && err.message) || err), field: '', requestID: '' } };
-    }
+    const sent = await request(method, path, body, 'application/json, application/problem+json');
+    if (!sent.res) return sent;
+    const res = sent.res;
     const text = await res.text().catch(() => '');
     let data = null;
     if (text && /json/i.test(res.headers.get('Content-Type') || '')) {
@@ -226,6 +209,65 @@
     }
     if (res.ok) return { ok: true, status: res.status, data };
     return { ok: false, status: res.status, problem: problemOf(res, data, text) };
+  }
+
+  // apiBytes reads a route that answers with bytes rather than JSON (the
+  // submitted content). It resolves to {ok, status, headers, bytes} or
+  // {ok:false, status, problem}; a 401 signs the user out as api does.
+  async function apiBytes(path) {
+    const sent = await request('GET', path, undefined, '*/*');
+    if (!sent.res) return sent;
+    const res = sent.res;
+    if (!res.ok) {
+      const text = await res.text().catch(() => '');
+      let data = null;
+      if (text && /json/i.test(res.headers.get('Content-Type') || '')) {
+        try { data = JSON.parse(text); } catch (_) { data = null; }
+      }
+      const p = problemOf(res, data, text);
+      if (res.status === 401) {
+        signOut('The server did not accept the token' + (p.detail ? ': ' + p.detail : '.') + ' Sign in again.', p);
+        throw new SignedOut();
+      }
+      return { ok: false, status: res.status, problem: p };
+    }
+    let bytes;
+    try {
+      bytes = await res.arrayBuffer();
+    } catch (err) {
+      if (err && err.name === 'AbortError') throw new SignedOut();
+      return { ok: false, status: 0, problem: { status: 0, title: 'The content could not be read', detail: String((err && err.message) || err), field: '', requestID: res.headers.get('X-Request-Id') || '' } };
+    }
+    return { ok: true, status: res.status, headers: res.headers, bytes };
+  }
+
+  // request sends one request with the bearer token (never in the URL). It
+  // resolves to {res}, or to {ok:false, status:0, problem} when the server
+  // could not be reached or did not answer in time.
+  async function request(method, path, body, accept) {
+    const headers = {
+      'Accept': accept,
+      'Authorization': 'Bearer ' + state.token,
+    };
+    // A request is abandoned after REQUEST_TIMEOUT_MS, so a hung connection
+    // cannot stall the periodic refresh.
+    const signal = (AbortSignal.any && AbortSignal.timeout)
+      ? AbortSignal.any([state.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
+      : state.abort.signal;
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    try {
+      return { res: await fetch(path, init) };
+    } catch (err) {
+      if (err && err.name === 'AbortError') throw new SignedOut();
+      const title = err && err.name === 'TimeoutError'
+        ? 'The server did not answer within ' + duration(REQUEST_TIMEOUT_MS / 1000)
+        : 'The server could not be reached';
+      return { ok: false, status: 0, problem: { status: 0, title, detail: String((err && err.message) || err), field: '', requestID: '' } };
+    }
   }
 
   // bg lets an async action run in the background; a sign-out that ends it
@@ -291,6 +333,7 @@
     state.review = null;
     state.reviewID = '';
     state.reviewSeq++;
+    resetContent();
     state.slo = { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: state.slo.seq + 1 };
     for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles']) show($(id), false);
     setText('queue-count', '');
@@ -676,9 +719,13 @@
     setText('review-id', id);
     // Nothing of the previous review stays on screen while this one loads.
     for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline', 'review-error']) show($(x), false);
+    resetContent();
     setText('review-state', '');
     $('decision-note').value = '';
     await loadReview(id, seq, true);
+    // The content never changes: it is read once per opening, not on
+    // every reload of the review.
+    if (seq === state.reviewSeq && state.review && can('content')) bg(loadContent(id, seq));
   }
 
   // loadReview reads the review (and, for auditors, its history) and fills
@@ -692,6 +739,7 @@
     if (!r.ok) {
       state.review = null;
       for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline']) show($(x), false);
+      resetContent();
       setText('review-state', '');
       $('review-state').className = 'state';
       const lead = r.status === 404 ? 'No review has the ID ' + id + '.'
@@ -810,6 +858,119 @@
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
     }
+  }
+
+  // ---- submitted content (moderators) -----------------------------------
+
+  // resetContent empties the content section and releases its download.
+  function resetContent() {
+    if (state.contentURL) URL.revokeObjectURL(state.contentURL);
+    state.contentURL = '';
+    for (const x of ['content', 'content-meta', 'content-msg', 'content-text', 'content-all', 'content-download']) show($(x), false);
+    $('content-text').textContent = '';
+    $('content-download').removeAttribute('href');
+    $('content').removeAttribute('aria-busy');
+  }
+
+  // mediaTypeOf splits a Content-Type into its lower-case type/subtype and
+  // charset.
+  function mediaTypeOf(header) {
+    const parts = String(header || '').split(';');
+    const type = parts[0].trim().toLowerCase() || 'application/octet-stream';
+    let charset = '';
+    for (const p of parts.slice(1)) {
+      const m = /^\s*charset\s*=\s*"?([^";\s]+)"?\s*$/i.exec(p);
+      if (m) charset = m[1];
+    }
+    return { type, charset };
+  }
+
+  // Text is shown in the page; anything else is offered as a download.
+  function isText(type) { return type.startsWith('text/') || type === 'application/json' || type.endsWith('+json'); }
+
+  function decoder(charset) {
+    try { return new TextDecoder(charset || 'utf-8'); } catch (_) { return new TextDecoder('utf-8'); }
+  }
+
+  function sizeText(n) {
+    if (n >= 1024 && n % 1024 === 0) return count(n / 1024) + ' KiB';
+    return count(n) + (n === 1 ? ' byte' : ' bytes');
+  }
+
+  function hex(buf) { return Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join(''); }
+
+  // verifyDigest compares the bytes with the sha256:<hex> digest the
+  // server sent (the ledger's). null when it cannot be checked: Web Crypto
+  // exists only on https or localhost pages.
+  async function verifyDigest(bytes, digest) {
+    if (!/^sha256:[0-9a-f]{64}$/.test(digest)) return false;
+    if (!(window.crypto && crypto.subtle)) return null;
+    return 'sha256:' + hex(await crypto.subtle.digest('SHA-256', bytes)) === digest;
+  }
+
+  function downloadName(disposition, id) {
+    const m = /filename="([^"]+)"/.exec(disposition || '');
+    return m ? m[1] : id.replace(/:/g, '_') + '.bin';
+  }
+
+  // loadContent reads what was submitted for review and shows text as
+  // text (never as markup) or offers anything else as a download.
+  async function loadContent(id, seq) {
+    const box = $('content');
+    const msg = $('content-msg');
+    const meta = $('content-meta');
+    const pre = $('content-text');
+    show(box, true);
+    box.setAttribute('aria-busy', 'true');
+    msg.textContent = 'Loading the content…';
+    show(msg, true);
+    const r = await apiBytes(reviewPath(id) + '/content');
+    if (seq !== state.reviewSeq) return;
+    if (!r.ok) {
+      box.removeAttribute('aria-busy');
+      msg.textContent = r.status === 410
+        ? 'Content purged: it is no longer stored (retention ended); the ledger keeps only its digest.'
+        : r.status === 403
+          ? 'The submitted content is shown to moderators; your role cannot read it.'
+          : 'The content could not be loaded: ' + (r.problem.title || '') + (r.problem.requestID ? ' (request ID ' + r.problem.requestID + ')' : '');
+      return;
+    }
+    const { type, charset } = mediaTypeOf(r.headers.get('Content-Type'));
+    const digest = r.headers.get('X-Payload-Digest') || '';
+    const verified = await verifyDigest(r.bytes, digest);
+    if (seq !== state.reviewSeq) return;
+    box.removeAttribute('aria-busy');
+    const size = r.bytes.byteLength;
+    if (verified === false) {
+      msg.textContent = 'The content received does not match the digest the ledger recorded (' + (digest || 'none') + '), so it is not shown.';
+      return;
+    }
+    show(msg, false);
+    meta.textContent = type + ' · ' + sizeText(size) + ' · ' + digest + (verified ? ' (verified)' : ' (not verified: this page is not on https)');
+    show(meta, true);
+    if (isText(type)) {
+      const truncated = size > CONTENT_PREVIEW_BYTES;
+      // A streaming decode holds back a character cut at the limit.
+      pre.textContent = truncated
+        ? decoder(charset).decode(new Uint8Array(r.bytes, 0, CONTENT_PREVIEW_BYTES), { stream: true })
+        : decoder(charset).decode(r.bytes);
+      show(pre, true);
+      const all = $('content-all');
+      all.textContent = 'Show all (' + sizeText(size) + '; showing the first ' + sizeText(CONTENT_PREVIEW_BYTES) + ')';
+      all.onclick = () => {
+        pre.textContent = decoder(charset).decode(r.bytes);
+        show(all, false);
+        pre.focus();
+      };
+      show(all, truncated);
+      return;
+    }
+    state.contentURL = URL.createObjectURL(new Blob([r.bytes], { type }));
+    const link = $('content-download');
+    link.href = state.contentURL;
+    link.download = downloadName(r.headers.get('Content-Disposition'), id);
+    link.textContent = 'Download (' + type + ', ' + sizeText(size) + ')';
+    show(link, true);
   }
 
   // ---- timeline (auditors) ----------------------------------------------
