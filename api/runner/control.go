@@ -180,8 +180,12 @@ func (s *Service) Review(ctx context.Context, reviewID string) error {
 			return s.interrupted(ctx, reviewID, started.Attempt)
 		}
 		retryAfter, lastFailure = res.RetryAfter, res.Classification
-		if err := s.conclude(ctx, open, started, res); err != nil {
+		finished, err := s.conclude(ctx, open, started, res)
+		if err != nil {
 			return s.failed(ctx, reviewID, err)
+		}
+		if finished {
+			return nil
 		}
 	}
 }
@@ -223,7 +227,7 @@ func (s *Service) attempt(ctx context.Context, open *ledger.Review, st domain.At
 	defer s.waiters.release(w)
 
 	res := attemptResult{Result: s.cfg.Provider.Review(actx, provider.Request{
-		ReviewID: open.ID(), Attempt: st.Attempt, ContentClass: open.Class(), ContentType: pl.ContentType,
+		ReviewID: open.ID(), Attempt: st.Attempt, ContentClass: open.Class(), ContentType: open.ContentType(),
 		Content: pl.Content, Timeout: timeout,
 	})}
 	timedOut := func() bool { return errors.Is(context.Cause(actx), errAttemptTimeout) }
@@ -248,14 +252,17 @@ func (s *Service) attempt(ctx context.Context, open *ledger.Review, st domain.At
 	return res
 }
 
-// conclude records how an attempt ended. A conflicting append is not an
-// error: the caller reloads and carries on from whatever moved the review.
-func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.AttemptStarted, res attemptResult) error {
+// conclude records how an attempt ended. finished is true when it ended the
+// review's automated path and finished it here (the caller stops without
+// loading the review again). A conflicting append is not an error: the
+// caller reloads and carries on from whatever moved the review.
+func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.AttemptStarted, res attemptResult) (finished bool, err error) {
 	now := s.clock.Now()
 	elapsed := now.Sub(st.StartedAt).Milliseconds()
 	if res.decided {
-		// Logged and counted by the callback that decided it.
-		return nil
+		// Logged and counted by the callback that decided it; the next
+		// load finds the review decided and finishes it.
+		return false, nil
 	}
 	if res.Outcome == provider.OutcomeFinding {
 		events, err := open.RecordFinding(res.Finding, domain.SourceResponse, now)
@@ -269,51 +276,51 @@ func (s *Service) conclude(ctx context.Context, open *ledger.Review, st domain.A
 				Reason: reason, State: res.Finding.State, Detail: "finding after the attempt timeout"})
 			res.Result = provider.Failure(domain.ClassDeadlineExceeded, "finding arrived after the attempt timeout")
 		case err != nil:
-			return err
+			return false, err
 		default:
 			done, err := s.append(ctx, open, actorRunner, events...)
 			if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 				s.conflict(ctx, s.current(ctx, open.Review), actorRunner, domain.Conflict{Attempt: st.Attempt, Source: domain.SourceResponse,
 					Reason: domain.ConflictWrongExpectedVersion, State: res.Finding.State, Detail: "review moved while the attempt ran"})
-				return nil
+				return false, nil
 			}
 			if err != nil {
-				return err
+				return false, err
 			}
 			s.logAttempt(open.Review, st.Attempt, "finding", elapsed, now)
 			if len(events) > 1 {
 				s.metrics.escalations.WithLabelValues(string(domain.ReasonHumanGate)).Inc()
 			}
-			return s.finish(ctx, done)
+			return true, s.finish(ctx, done)
 		}
 	}
 	ev, err := open.TimeOutAttempt(domain.AttemptFailure{
 		Attempt: st.Attempt, Classification: res.Classification, Detail: res.Detail, RetryAfter: res.RetryAfter,
 	}, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	events := []domain.Event{ev}
 	if !res.Retryable() {
 		esc, err := open.Escalate(domain.ReasonProviderRefused, res.Detail, now)
 		if err != nil {
-			return err
+			return false, err
 		}
 		events = append(events, esc)
 	}
 	done, err := s.append(ctx, open, actorRunner, events...)
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.logAttempt(open.Review, st.Attempt, string(res.Classification), ev.ElapsedMS, now)
 	if len(events) > 1 {
 		s.metrics.escalations.WithLabelValues(string(domain.ReasonProviderRefused)).Inc()
-		return s.finish(ctx, done)
+		return true, s.finish(ctx, done)
 	}
-	return nil
+	return false, nil
 }
 
 func invalidReason(f domain.Finding, reviewID string) string {

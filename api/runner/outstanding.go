@@ -16,33 +16,50 @@ const outstandingTTL = 250 * time.Millisecond
 // count is cached briefly and the reviews this process created since are
 // added on top.
 type outstanding struct {
-	mu      sync.Mutex
-	counted time.Time
-	count   int
-	since   int // reviews created here since the count
+	mu       sync.Mutex
+	counted  time.Time
+	count    int
+	since    int  // reviews created here since the count
+	counting bool // a count is under way; others use the cached figure
 }
 
 // Outstanding returns the number of reviews submitted and not yet out of
 // pending, in every process sharing the database: the work the workers
 // still owe. The figure may be up to a quarter of a second old; when the
-// database cannot be read it falls back to the last count.
+// database cannot be read it falls back to the last count. One caller at a
+// time counts, outside the lock; the others answer from the cached figure
+// meanwhile, so a slow count never queues submissions behind it.
 func (s *Service) Outstanding() int {
 	o := &s.outstanding
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	now := s.clock.Now()
-	if now.Sub(o.counted) >= outstandingTTL || o.counted.IsZero() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var n int
-		err := s.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM runner_pending`).Scan(&n)
-		cancel()
-		if err == nil {
-			o.count, o.since, o.counted = n, 0, now
-		} else {
-			s.log.Warn("count outstanding reviews", "err", err)
-		}
+	o.mu.Lock()
+	stale := o.counted.IsZero() || now.Sub(o.counted) >= outstandingTTL
+	if !stale || o.counting {
+		n := o.count + o.since
+		o.mu.Unlock()
+		return max(n, int(s.inFlight.Load()))
 	}
-	return max(o.count+o.since, int(s.inFlight.Load()))
+	o.counting = true
+	sinceBefore := o.since
+	o.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	var n int
+	err := s.cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM runner_pending`).Scan(&n)
+	cancel()
+
+	o.mu.Lock()
+	o.counting = false
+	if err == nil {
+		// Reviews created while the count ran may or may not be in it;
+		// keep them on top, erring towards refusing work.
+		o.count, o.since, o.counted = n, o.since-sinceBefore, now
+	} else {
+		s.log.Warn("count outstanding reviews", "err", err)
+	}
+	total := o.count + o.since
+	o.mu.Unlock()
+	return max(total, int(s.inFlight.Load()))
 }
 
 // created notes a review created by this process since the last count.
