@@ -42,6 +42,16 @@ type AttemptFailure struct {
 	RetryAfter     time.Duration // the provider's Retry-After, if any
 }
 
+// Failure is how an attempt ended without a finding, as its
+// AttemptTimedOut records it.
+type Failure struct {
+	Attempt        int
+	Classification Classification
+	Detail         string
+	At             time.Time
+	RetryAfter     time.Duration
+}
+
 // TimeOutAttempt returns the event closing the in-flight attempt without a
 // finding. A timeout is a missing decision: the review stays pending.
 //

@@ -63,7 +63,24 @@ const (
 	ClassProviderRefused     Classification = "provider_refused"
 	ClassWorkerLost          Classification = "worker_lost"
 	ClassCancelled           Classification = "cancelled"
+	// ClassStoreUnavailable: the attempt was stopped because the ledger or
+	// the work records could not be written for longer than its owner's
+	// lease; recorded once the store is back.
+	ClassStoreUnavailable Classification = "store_unavailable"
 )
+
+// Retryable reports whether an attempt that ended so may be retried: every
+// classification but provider_refused (the provider answered a 4xx other
+// than 429: asking again would get the same answer).
+func (c Classification) Retryable() bool { return c != ClassProviderRefused }
+
+// Recovery reports whether an attempt that ended so failed for a reason of
+// our own (its worker was lost, the process shut down, the store was
+// unavailable) rather than the provider's: retrying it is recovery, which
+// the provider-wide retry budget neither refuses nor counts.
+func (c Classification) Recovery() bool {
+	return c == ClassWorkerLost || c == ClassCancelled || c == ClassStoreUnavailable
+}
 
 // AttemptTimedOut closes an attempt that produced no usable finding.
 type AttemptTimedOut struct {
@@ -110,6 +127,10 @@ const (
 	ReasonRetryBudgetExhausted EscalationReason = "retry_budget_exhausted"
 	ReasonHumanGate            EscalationReason = "human_gate"
 	ReasonCancelled            EscalationReason = "cancelled"
+	// ReasonPayloadMissing: the content is not stored (purged, or lost to
+	// a crash), so nothing can be sent to the provider: a moderator must
+	// look at the review.
+	ReasonPayloadMissing EscalationReason = "payload_missing"
 )
 
 // Escalated ends the automated path. State is manual_review, or rejected

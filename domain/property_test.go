@@ -63,6 +63,7 @@ func TestRandomCommandSequences(t *testing.T) {
 type outcomes struct {
 	acceptedByProvider, rejectedByProvider, rejectedByPolicy, decidedByModerator int
 	fourEyesDecisions, disagreements, gateHeld, stillPending, stillQueued, late  int
+	nextStart, nextWait, nextClose, nextEscalate, nextNone                       int
 }
 
 func (o *outcomes) counts() map[string]int {
@@ -72,6 +73,8 @@ func (o *outcomes) counts() map[string]int {
 		"four-eyes decision": o.fourEyesDecisions, "disagreeing votes": o.disagreements,
 		"accept held by the human gate": o.gateHeld, "still pending": o.stillPending,
 		"still in manual_review": o.stillQueued, "late finding refused": o.late,
+		"next: start": o.nextStart, "next: wait": o.nextWait, "next: close": o.nextClose,
+		"next: escalate": o.nextEscalate, "next: none": o.nextNone,
 	}
 }
 
@@ -83,6 +86,7 @@ type sequence struct {
 	events []domain.Event
 	now    time.Time
 	log    []step
+	steps  map[domain.StepKind]int
 }
 
 // step is one command of a sequence, formatted only when a sequence fails.
@@ -98,7 +102,7 @@ func (s step) String() string {
 }
 
 func runSequence(seed uint64, seen *outcomes) (err error) {
-	q := &sequence{rng: rand.New(rand.NewPCG(seed, 0x5eed)), review: &domain.Review{}, now: t0}
+	q := &sequence{rng: rand.New(rand.NewPCG(seed, 0x5eed)), review: &domain.Review{}, now: t0, steps: map[domain.StepKind]int{}}
 	defer func() {
 		if err != nil {
 			var steps strings.Builder
@@ -133,6 +137,9 @@ func runSequence(seed uint64, seen *outcomes) (err error) {
 		if deep && !reflect.DeepEqual(clone, q.review) {
 			return errors.New("a command changed the review")
 		}
+		if errors.Is(cmdErr, errInvariant) {
+			return cmdErr
+		}
 		if cmdErr != nil {
 			if len(events) != 0 || !isSentinel(cmdErr) {
 				return fmt.Errorf("refusal %v with events %v; want a sentinel and none", cmdErr, types(events))
@@ -142,7 +149,7 @@ func runSequence(seed uint64, seen *outcomes) (err error) {
 			}
 			continue
 		}
-		if before.state.Terminal() {
+		if before.state.Terminal() && len(events) > 0 {
 			return fmt.Errorf("%s succeeded on a %s review", name, before.state)
 		}
 		for _, e := range events {
@@ -190,12 +197,15 @@ func (q *sequence) command() (string, []domain.Event, error) {
 	if attempt == 0 || rng.IntN(5) == 0 {
 		attempt = rng.IntN(r.Attempts() + 2)
 	}
-	switch rng.IntN(12) {
+	switch rng.IntN(14) {
+	case 12, 13:
+		return q.next()
 	case 0, 1, 2:
 		events, err := one(r.StartAttempt(now))
 		return "start", events, err
 	case 3, 4:
-		classes := []domain.Classification{domain.ClassDeadlineExceeded, domain.ClassTransportError, domain.ClassRateLimited, domain.ClassInvalidFinding, domain.ClassWorkerLost}
+		classes := []domain.Classification{domain.ClassDeadlineExceeded, domain.ClassTransportError, domain.ClassRateLimited,
+			domain.ClassInvalidFinding, domain.ClassWorkerLost, domain.ClassProviderRefused, domain.ClassStoreUnavailable}
 		events, err := one(r.TimeOutAttempt(domain.AttemptFailure{Attempt: attempt, Classification: classes[rng.IntN(len(classes))], RetryAfter: time.Duration(rng.IntN(3)) * time.Second}, now))
 		return "timeout", events, err
 	case 5, 6, 7:
@@ -229,6 +239,79 @@ func (q *sequence) command() (string, []domain.Event, error) {
 		events, err := r.DecideManually(d, now)
 		return "decide", events, err
 	}
+}
+
+// next asks the decider with random facts, checks what it answers, and
+// carries the step out.
+func (q *sequence) next() (string, []domain.Event, error) {
+	r, rng, now := q.review, q.rng, q.now
+	f := domain.Facts{RetryAllowed: rng.IntN(4) != 0, PayloadMissing: rng.IntN(20) == 0, Sweep: rng.IntN(10) == 0}
+	if n, _, _, _ := r.InFlight(); n != 0 && rng.IntN(2) == 0 {
+		f.Awaiting = n
+	}
+	st := domain.Next(r, now, f)
+	name := "next " + st.Kind.String()
+	if again := domain.Next(r, now, f); !reflect.DeepEqual(again, st) {
+		return name, nil, fmt.Errorf("%w: Next answered %+v, then %+v", errInvariant, st, again)
+	}
+	if err := checkStep(r, now, f, st); err != nil {
+		return name, nil, fmt.Errorf("%w: %+v for facts %+v: %v", errInvariant, st, f, err)
+	}
+	q.steps[st.Kind]++
+	events, err := r.EventsFor(st, now)
+	if err != nil {
+		return name, nil, fmt.Errorf("%w: EventsFor(%+v): %v", errInvariant, st, err)
+	}
+	return name, events, nil
+}
+
+// errInvariant marks a broken promise of Next: never a refusal.
+var errInvariant = errors.New("decider invariant")
+
+// checkStep holds for every answer of Next.
+func checkStep(r *domain.Review, now time.Time, f domain.Facts, st domain.Step) error {
+	inFlight, _, started, timeout := r.InFlight()
+	switch {
+	case (r.State() == domain.StatePending) == (st.Kind == domain.StepNone):
+		return fmt.Errorf("a %s review", r.State())
+	case inFlight != 0 && st.Kind != domain.StepClose && st.Kind != domain.StepWait:
+		return fmt.Errorf("attempt %d in flight", inFlight)
+	}
+	p := r.Policy()
+	switch st.Kind {
+	case domain.StepStart:
+		switch {
+		case st.Attempt != r.Attempts()+1 || st.Attempt > p.MaxAttempts:
+			return fmt.Errorf("attempt %d after %d of %d", st.Attempt, r.Attempts(), p.MaxAttempts)
+		case st.Timeout < time.Millisecond || st.Timeout > p.AttemptTimeout || now.Add(st.Timeout).After(r.Deadline()):
+			return fmt.Errorf("timeout %s past the cap or the deadline", st.Timeout)
+		case st.Retry && !f.RetryAllowed:
+			return errors.New("a retry the budget does not allow")
+		case st.Retry && r.LastFailure().Classification.Recovery():
+			return errors.New("a recovery counted as a retry")
+		}
+	case domain.StepWait:
+		end := started.Add(timeout)
+		switch {
+		case !st.Until.After(now):
+			return errors.New("a wait that is over")
+		case inFlight != 0 && (f.Awaiting != inFlight || !st.Until.Equal(end)):
+			return errors.New("a wait other than for the callback of the attempt in flight")
+		case inFlight == 0 && !st.Until.Before(r.Deadline()):
+			return errors.New("a retry wait reaching the deadline")
+		case inFlight == 0 && st.Until.Before(r.LastFailure().At.Add(p.Backoff.Initial)):
+			return errors.New("a retry wait shorter than the backoff")
+		}
+	case domain.StepClose:
+		if st.Attempt != inFlight || inFlight == 0 {
+			return fmt.Errorf("closes attempt %d, %d in flight", st.Attempt, inFlight)
+		}
+	case domain.StepEscalate:
+		if st.Reason == domain.ReasonRetryBudgetExhausted && f.RetryAllowed {
+			return errors.New("retry budget exhausted while it allows")
+		}
+	}
+	return nil
 }
 
 func (q *sequence) apply(events []domain.Event) error {
@@ -309,6 +392,12 @@ func (q *sequence) checkHistory() error {
 
 func (q *sequence) count(seen *outcomes) {
 	r := q.review
+	for k, n := range map[domain.StepKind]*int{domain.StepStart: &seen.nextStart, domain.StepWait: &seen.nextWait,
+		domain.StepClose: &seen.nextClose, domain.StepEscalate: &seen.nextEscalate, domain.StepNone: &seen.nextNone} {
+		if q.steps[k] > 0 {
+			*n++
+		}
+	}
 	switch {
 	case r.State() == domain.StatePending:
 		seen.stillPending++

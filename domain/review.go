@@ -44,6 +44,10 @@ type Review struct {
 	inFlightStarted  time.Time
 	inFlightTimeout  time.Duration
 
+	// lastFailure is how the latest attempt that ended without a finding
+	// ended: what a retry waits from.
+	lastFailure Failure
+
 	escalationReason EscalationReason
 	escalatedAt      time.Time
 	approvals        map[Decision][]string // moderator names per vote
@@ -122,6 +126,8 @@ func (r *Review) apply(e Event) error {
 			return fmt.Errorf("attempt %d is not in flight", e.Attempt)
 		}
 		r.inFlight = 0
+		r.lastFailure = Failure{Attempt: e.Attempt, Classification: e.Classification, Detail: e.Detail, At: e.At,
+			RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 	case FindingReceived:
 		if r.state != StatePending || r.inFlight == 0 || e.Attempt != r.inFlight || !e.State.Valid() {
 			return fmt.Errorf("finding for attempt %d does not apply", e.Attempt)
@@ -266,6 +272,10 @@ func (r *Review) Reasons() []string                  { return slices.Clone(r.rea
 func (r *Review) Attempts() int                      { return r.attempts }
 func (r *Review) EscalatedAt() time.Time             { return r.escalatedAt }
 func (r *Review) EscalationReason() EscalationReason { return r.escalationReason }
+
+// LastFailure returns how the latest attempt that ended without a finding
+// ended; its Attempt is 0 when none did.
+func (r *Review) LastFailure() Failure { return r.lastFailure }
 
 // InFlight returns the attempt in flight, the revision of its
 // AttemptStarted, when it started and its timeout; attempt is 0 when none.
