@@ -61,6 +61,23 @@ type EventData struct {
 	Metadata []byte
 }
 
+// StreamAppend is one stream's part of a multi-stream append.
+type StreamAppend struct {
+	Stream   string
+	Expected ExpectedRevision
+	Events   []EventData
+}
+
+// StreamResult is the outcome of one StreamAppend.
+type StreamResult struct {
+	AppendResult // valid when Err is nil
+	// Err is nil, or what Append would have returned for this stream alone:
+	// a *WrongExpectedVersionError (errors.Is ErrWrongExpectedVersion),
+	// ErrDuplicateEventID, or a refusal of the stream particular to a
+	// backend. Failures of the call as a whole are AppendMulti's error.
+	Err error
+}
+
 // RecordedEvent is an event as stored.
 type RecordedEvent struct {
 	ID         string

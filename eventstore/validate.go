@@ -30,6 +30,35 @@ func ValidateAppend(stream string, events []EventData) error {
 	return nil
 }
 
+// ValidateAppendMulti checks the arguments of an AppendMulti the same way in
+// every backend: there is at least one stream, each stream's part passes
+// ValidateAppend, no stream appears twice, and no event ID appears twice in
+// the whole call (an ID belongs to one event of one stream). Failures match
+// ErrInvalidEvent and name the part by its index.
+func ValidateAppendMulti(appends []StreamAppend) error {
+	if len(appends) == 0 {
+		return fmt.Errorf("append to several streams: no streams: %w", ErrInvalidEvent)
+	}
+	streams := make(map[string]int, len(appends))
+	ids := make(map[string]string)
+	for i, a := range appends {
+		if err := ValidateAppend(a.Stream, a.Events); err != nil {
+			return fmt.Errorf("append to several streams: part %d: %w", i, err)
+		}
+		if j, twice := streams[a.Stream]; twice {
+			return fmt.Errorf("append to several streams: %s in parts %d and %d: %w", a.Stream, j, i, ErrInvalidEvent)
+		}
+		streams[a.Stream] = i
+		for _, e := range a.Events {
+			if other, twice := ids[e.ID]; twice {
+				return fmt.Errorf("append to several streams: event %s in %s and %s: %w", e.ID, other, a.Stream, ErrInvalidEvent)
+			}
+			ids[e.ID] = a.Stream
+		}
+	}
+	return nil
+}
+
 func isUUID(s string) bool {
 	if len(s) != 36 {
 		return false

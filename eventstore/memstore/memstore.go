@@ -53,10 +53,43 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	res, written, err := s.appendLocked(stream, expected, events)
+	if written {
+		s.announce()
+	}
+	return res, err
+}
 
+// AppendMulti implements eventstore.Store. The whole call is made under the
+// store's lock, so readers see all of its streams' events or none.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.StreamResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := eventstore.ValidateAppendMulti(appends); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	results := make([]eventstore.StreamResult, len(appends))
+	wrote := false
+	for i, a := range appends {
+		res, written, err := s.appendLocked(a.Stream, a.Expected, a.Events)
+		results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+		wrote = wrote || written
+	}
+	if wrote {
+		s.announce()
+	}
+	return results, nil
+}
+
+// appendLocked is Append with s.mu held and the arguments valid. It reports
+// whether it wrote anything.
+func (s *Store) appendLocked(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
 	cur := s.streams[stream]
 	if res, ok, err := s.idempotent(stream, expected, cur, events); ok || err != nil {
-		return res, err
+		return res, false, err
 	}
 	exists := len(cur) > 0
 	var current uint64
@@ -64,7 +97,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		current = cur[len(cur)-1].Revision
 	}
 	if !expected.Satisfied(exists, current) {
-		return eventstore.AppendResult{}, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Exists: exists, Actual: current}
+		return eventstore.AppendResult{}, false, &eventstore.WrongExpectedVersionError{Stream: stream, Expected: expected, Exists: exists, Actual: current}
 	}
 	next := uint64(len(cur))
 	now := s.now()
@@ -85,9 +118,13 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		s.all = append(s.all, last)
 		s.ids[e.ID] = last
 	}
+	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, true, nil
+}
+
+// announce wakes the waiters; s.mu must be held.
+func (s *Store) announce() {
 	close(s.changed)
 	s.changed = make(chan struct{})
-	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, nil
 }
 
 // idempotent reports whether events were already appended at the place
