@@ -56,38 +56,71 @@ const (
 	constraintID             = "event_id_key"
 )
 
+// SQLSTATEs the append paths act on.
+const (
+	codeUniqueViolation = "23505"
+	codeDeadlock        = "40P01"
+)
+
 // maxAttempts bounds how often an append is retried after losing a race to
 // an append that committed while it ran. Only conditions that still hold are
 // retried (Any, StreamExists, or an Exact that became true), so this is
 // reached only under extreme contention on one stream.
 const maxAttempts = 20
 
+// part is one stream's append, validated, with its condition coded as the
+// statements read it.
+type part struct {
+	eventstore.StreamAppend
+	code int
+	rev  int64
+}
+
+// newPart codes the condition of a validated append.
+func newPart(a eventstore.StreamAppend) (part, error) {
+	p := part{StreamAppend: a, code: codeAny}
+	switch n, exact := a.Expected.Exact(); {
+	case exact:
+		if n >= 1<<63-1 {
+			return part{}, fmt.Errorf("append to %s: expected revision %d out of range: %w", a.Stream, n, eventstore.ErrInvalidEvent)
+		}
+		p.code, p.rev = codeExact, int64(n)
+	case a.Expected.IsNoStream():
+		p.code = codeNoStream
+	case a.Expected.IsStreamExists():
+		p.code = codeStreamExists
+	}
+	return p, nil
+}
+
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	code, rev := codeAny, int64(0)
-	switch n, exact := expected.Exact(); {
-	case exact:
-		if n >= 1<<63-1 {
-			return eventstore.AppendResult{}, fmt.Errorf("append to %s: expected revision %d out of range: %w", stream, n, eventstore.ErrInvalidEvent)
-		}
-		code, rev = codeExact, int64(n)
-	case expected.IsNoStream():
-		code = codeNoStream
-	case expected.IsStreamExists():
-		code = codeStreamExists
+	p, err := newPart(eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
+	if err != nil {
+		return eventstore.AppendResult{}, err
 	}
+	return s.appendStream(ctx, p, nil)
+}
 
+// appendStream appends one stream's events, each attempt in a transaction
+// of its own followed by the statements of then, and signals readers when
+// it wrote. Its errors are Append's, and ErrStatement.
+func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, error) {
+	stream, expected, events := p.Stream, p.Expected, p.Events
 	for attempt := 1; ; attempt++ {
-		res, inserted, err := s.insert(ctx, stream, code, rev, events)
+		res, inserted, err := s.insert(ctx, p, then)
 		if err == nil && inserted {
 			s.signal()
 			return res, nil
 		}
+		if errors.Is(err, ErrStatement) {
+			return eventstore.AppendResult{}, err
+		}
 		var pgErr *pgconn.PgError
-		collided := errors.As(err, &pgErr) && pgErr.Code == "23505"
+		collided := errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation
 		if err != nil && !collided {
 			return eventstore.AppendResult{}, storeErr("append to "+stream, ctx, err)
 		}
@@ -113,21 +146,50 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	}
 }
 
-func (s *Store) insert(ctx context.Context, stream string, code int, rev int64, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
-	var rows pgx.Rows
+// insert runs the append statement for p, then the statements of then in
+// the same implicit transaction (one pipeline). It reports whether the
+// events were inserted. A failing statement is ErrStatement; every other
+// error is the driver's, for the caller to classify.
+func (s *Store) insert(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, bool, error) {
+	sql, args := insertQuery(p)
+	if len(then) == 0 {
+		rows, _ := s.pool.Query(ctx, sql, args...)
+		return collectInsert(rows)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	queue(b, then)
+	br := s.pool.SendBatch(ctx, b)
+	rows, _ := br.Query()
+	res, inserted, err := collectInsert(rows)
+	if err == nil {
+		err = execStatements(ctx, br, len(then))
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return res, inserted, err
+}
+
+func insertQuery(p part) (string, []any) {
+	events := p.Events
 	if len(events) == 1 {
 		e := events[0]
-		rows, _ = s.pool.Query(ctx, appendOneSQL, stream, e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata), code, rev)
-	} else {
-		ids := make([]string, len(events))
-		types := make([]string, len(events))
-		data := make([][]byte, len(events))
-		meta := make([][]byte, len(events))
-		for i, e := range events {
-			ids[i], types[i], data[i], meta[i] = e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata)
-		}
-		rows, _ = s.pool.Query(ctx, appendSQL, stream, ids, types, data, meta, code, rev)
+		return appendOneSQL, []any{p.Stream, e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata), p.code, p.rev}
 	}
+	ids := make([]string, len(events))
+	types := make([]string, len(events))
+	data := make([][]byte, len(events))
+	meta := make([][]byte, len(events))
+	for i, e := range events {
+		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata)
+	}
+	return appendSQL, []any{p.Stream, ids, types, data, meta, p.code, p.rev}
+}
+
+// collectInsert reads the rows an append statement returned: the result of
+// its last event, and whether it inserted any.
+func collectInsert(rows pgx.Rows) (eventstore.AppendResult, bool, error) {
 	var (
 		res      eventstore.AppendResult
 		inserted bool
@@ -150,25 +212,49 @@ func (s *Store) insert(ctx context.Context, stream string, code int, rev int64, 
 // returns ErrDuplicateEventID when some of the IDs are stored as anything
 // else, and false when none is stored.
 func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.ID
-	}
-	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE id = ANY($1::uuid[])`, ids)
+	rows, _ := s.pool.Query(ctx, selectByID, eventIDs(events))
 	stored, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return eventstore.AppendResult{}, false, storeErr("append to "+stream, ctx, err)
 	}
-	if len(stored) == 0 {
+	return placed(stream, expected, events, byID(stored))
+}
+
+// selectByID reads the stored events with the IDs of $1.
+const selectByID = selectEvents + ` WHERE id = ANY($1::uuid[])`
+
+func eventIDs(events []eventstore.EventData) []string {
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+func byID(stored []eventstore.RecordedEvent) map[string]eventstore.RecordedEvent {
+	m := make(map[string]eventstore.RecordedEvent, len(stored))
+	for _, r := range stored {
+		m[r.ID] = r
+	}
+	return m
+}
+
+// placed decides an append from the stored events with its IDs (stored may
+// hold others too): the original result when all of them are stored where
+// expected puts them, ErrDuplicateEventID when any is stored otherwise, and
+// false when none is stored.
+func placed(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData, stored map[string]eventstore.RecordedEvent) (eventstore.AppendResult, bool, error) {
+	first, ok := stored[events[0].ID]
+	if !ok {
+		for _, e := range events[1:] {
+			if _, ok := stored[e.ID]; ok {
+				return eventstore.AppendResult{}, false, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
+			}
+		}
 		return eventstore.AppendResult{}, false, nil
 	}
-	byID := make(map[string]eventstore.RecordedEvent, len(stored))
-	for _, r := range stored {
-		byID[r.ID] = r
-	}
 	dup := fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
-	first, ok := byID[events[0].ID]
-	if !ok || first.Stream != stream {
+	if first.Stream != stream {
 		return eventstore.AppendResult{}, false, dup
 	}
 	if n, exact := expected.Exact(); exact && first.Revision != n+1 || expected.IsNoStream() && first.Revision != 0 {
@@ -176,7 +262,7 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	}
 	var last eventstore.RecordedEvent
 	for i, e := range events {
-		r, ok := byID[e.ID]
+		r, ok := stored[e.ID]
 		if !ok || r.Stream != stream || r.Revision != first.Revision+uint64(i) ||
 			r.Type != e.Type || !bytes.Equal(r.Data, e.Data) || !bytes.Equal(r.Metadata, e.Metadata) {
 			return eventstore.AppendResult{}, false, dup

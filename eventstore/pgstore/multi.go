@@ -1,0 +1,309 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Statement is SQL run in the transaction of an AppendMultiWith.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// ErrStatement is returned when a statement of an AppendMultiWith fails:
+// nothing of the transaction it ran in is written.
+var ErrStatement = errors.New("statement of the append failed")
+
+// appendMultiSQL appends to several streams in one statement. $1-$3 are the
+// streams with their expectation codes and revisions; $4-$9 their events,
+// flattened: the stream's index (1-based) and the event's ordinal in it, then
+// the event. Each stream's last revision is read through the (stream,
+// revision) index; only the streams whose condition holds are inserted. The
+// rows are inserted in the order of the arrays, so seq follows it.
+const appendMultiSQL = `
+WITH ok AS (
+	SELECT want.i, want.stream, cur.rev
+	FROM unnest($1::text[], $2::int[], $3::bigint[]) WITH ORDINALITY AS want(stream, code, expected, i),
+		LATERAL (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE event.stream = want.stream) AS cur
+	WHERE CASE want.code
+		WHEN 1 THEN cur.rev = -1
+		WHEN 2 THEN cur.rev >= 0
+		WHEN 3 THEN cur.rev = want.expected
+		ELSE true
+	END
+)
+INSERT INTO event (stream, revision, id, type, data, metadata)
+SELECT ok.stream, ok.rev + e.ord, e.id, e.type, e.data, e.metadata
+FROM unnest($4::bigint[], $5::bigint[], $6::uuid[], $7::text[], $8::bytea[], $9::bytea[]) WITH ORDINALITY AS e(i, ord, id, type, data, metadata, n)
+	JOIN ok ON ok.i = e.i
+ORDER BY e.n
+RETURNING stream, revision, xid::text::bigint, seq`
+
+// AppendMulti implements eventstore.Store. It is AppendMultiWith without
+// statements.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.StreamResult, error) {
+	return s.AppendMultiWith(ctx, appends)
+}
+
+// AppendMultiWith is AppendMulti, and runs then in the same transaction,
+// after the events are inserted, in the same round trip (a pgx.Batch sent as
+// one pipeline is one implicit transaction). The inserted events are visible to
+// the statements. Each statement must make its changes conditional on its
+// stream's append having succeeded, by testing for that stream's event IDs
+// (e.g. `… WHERE EXISTS (SELECT 1 FROM event WHERE id = $1::uuid)`), and must be
+// idempotent: when the combined insert cannot run as one (a race on a stream),
+// pgstore appends the streams one by one, each in its own transaction followed
+// by every statement of then. A failing statement fails the whole call
+// (call-level error; nothing of that transaction is written).
+//
+// The common case is one statement: every stream's condition checked and
+// its events inserted by appendMultiSQL, in one transaction, so all the rows
+// of the call share one transaction ID. Streams it did not write are
+// resolved as Append resolves a failed insert: an idempotent re-append
+// returns its original result, an ID stored elsewhere is
+// ErrDuplicateEventID, a failed condition is *WrongExpectedVersionError, and
+// a condition that holds by now (an append raced it) is appended again on
+// its own. When the statement fails with a unique violation (an append raced
+// one of the streams, or an event ID is stored already) or a deadlock, it
+// wrote nothing, and the streams are appended one by one as Append does.
+// The call-level error of a failing statement matches ErrStatement.
+func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.StreamAppend, then ...Statement) ([]eventstore.StreamResult, error) {
+	if err := eventstore.ValidateAppendMulti(appends); err != nil {
+		return nil, err
+	}
+	parts := make([]part, len(appends))
+	for i, a := range appends {
+		p, err := newPart(a)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = p
+	}
+	if len(parts) == 1 {
+		return s.appendEach(ctx, parts, then)
+	}
+	written, err := s.insertAll(ctx, parts, then)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == codeUniqueViolation || pgErr.Code == codeDeadlock) {
+		return s.appendEach(ctx, parts, then)
+	}
+	if err != nil {
+		return nil, multiErr(ctx, err)
+	}
+	if len(written) > 0 {
+		s.signal()
+	}
+	results := make([]eventstore.StreamResult, len(parts))
+	var rest []int
+	for i := range parts {
+		if res, ok := written[i]; ok {
+			results[i].AppendResult = res
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) > 0 {
+		if err := s.resolve(ctx, parts, rest, results, then); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// appendEach appends the parts one by one as Append does, each in a
+// transaction of its own followed by the statements of then.
+func (s *Store) appendEach(ctx context.Context, parts []part, then []Statement) ([]eventstore.StreamResult, error) {
+	results := make([]eventstore.StreamResult, len(parts))
+	for i, p := range parts {
+		res, err := s.appendStream(ctx, p, then)
+		if err != nil && !streamErr(err) {
+			return nil, err
+		}
+		results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+	}
+	return results, nil
+}
+
+// streamErr reports whether err belongs to one stream's result rather than
+// to the whole call.
+func streamErr(err error) bool {
+	return errors.Is(err, eventstore.ErrWrongExpectedVersion) || errors.Is(err, eventstore.ErrDuplicateEventID)
+}
+
+// insertAll runs appendMultiSQL and then, and returns the results of the
+// streams it wrote by their index in parts. The streams are inserted in
+// name order, so that two calls sharing streams insert their shared keys in
+// the same order: the later waits for the earlier and then fails with a
+// unique violation instead of deadlocking. A failing statement is
+// ErrStatement; other errors are the driver's.
+func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (map[int]eventstore.AppendResult, error) {
+	order := make([]int, len(parts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(parts[a].Stream, parts[b].Stream) })
+
+	var (
+		streams  = make([]string, len(parts))
+		codes    = make([]int32, len(parts))
+		revs     = make([]int64, len(parts))
+		index    = make(map[string]int, len(parts))
+		at, ords []int64
+		ids      []string
+		types    []string
+		data     [][]byte
+		meta     [][]byte
+	)
+	for k, i := range order {
+		p := parts[i]
+		streams[k], codes[k], revs[k] = p.Stream, int32(p.code), p.rev
+		index[p.Stream] = i
+		for j, e := range p.Events {
+			at, ords = append(at, int64(k+1)), append(ords, int64(j+1))
+			ids, types = append(ids, e.ID), append(types, e.Type)
+			data, meta = append(data, nonNil(e.Data)), append(meta, nonNil(e.Metadata))
+		}
+	}
+	args := []any{streams, codes, revs, at, ords, ids, types, data, meta}
+	if len(then) == 0 {
+		rows, _ := s.pool.Query(ctx, appendMultiSQL, args...)
+		return collectMulti(rows, index)
+	}
+	b := &pgx.Batch{}
+	b.Queue(appendMultiSQL, args...)
+	queue(b, then)
+	br := s.pool.SendBatch(ctx, b)
+	rows, _ := br.Query()
+	written, err := collectMulti(rows, index)
+	if err == nil {
+		err = execStatements(ctx, br, len(then))
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return written, err
+}
+
+// collectMulti reads the rows appendMultiSQL returned into the result of
+// each stream written, by the stream's index.
+func collectMulti(rows pgx.Rows, index map[string]int) (map[int]eventstore.AppendResult, error) {
+	written := make(map[int]eventstore.AppendResult)
+	var (
+		stream             string
+		revision, xid, seq int64
+	)
+	_, err := pgx.ForEachRow(rows, []any{&stream, &revision, &xid, &seq}, func() error {
+		i, ok := index[stream]
+		if !ok {
+			return fmt.Errorf("append returned a row of stream %s, not appended to", stream)
+		}
+		if res, seen := written[i]; !seen || uint64(revision) > res.NextRevision {
+			written[i] = eventstore.AppendResult{NextRevision: uint64(revision), Position: eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return written, nil
+}
+
+// resolveSQL reads the current revision of each stream of $1, -1 for none.
+const resolveSQL = `SELECT coalesce((SELECT max(revision) FROM event WHERE event.stream = want.stream), -1)
+FROM unnest($1::text[]) WITH ORDINALITY AS want(stream, i) ORDER BY want.i`
+
+// resolve fills in the results of the parts at rest, which the combined
+// statement did not write, as Append resolves a failed insert. The stored
+// events with their IDs and their streams' current revisions are read in
+// one round trip; a condition that holds by now is appended again on its
+// own.
+func (s *Store) resolve(ctx context.Context, parts []part, rest []int, results []eventstore.StreamResult, then []Statement) error {
+	var (
+		ids     []string
+		streams = make([]string, len(rest))
+	)
+	for k, i := range rest {
+		ids = append(ids, eventIDs(parts[i].Events)...)
+		streams[k] = parts[i].Stream
+	}
+	b := &pgx.Batch{}
+	b.Queue(selectByID, ids)
+	b.Queue(resolveSQL, streams)
+	br := s.pool.SendBatch(ctx, b)
+	rows, _ := br.Query()
+	stored, err := pgx.CollectRows(rows, scanEvent)
+	var current []int64
+	if err == nil {
+		rows, _ = br.Query()
+		current, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && len(current) != len(rest) {
+		err = fmt.Errorf("read %d current revisions for %d streams", len(current), len(rest))
+	}
+	if err != nil {
+		return multiErr(ctx, err)
+	}
+	found := byID(stored)
+	for k, i := range rest {
+		p := parts[i]
+		res, ok, err := placed(p.Stream, p.Expected, p.Events, found)
+		if ok || err != nil {
+			results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+			continue
+		}
+		exists, actual := current[k] >= 0, uint64(max(current[k], 0))
+		if !p.Expected.Satisfied(exists, actual) {
+			results[i].Err = &eventstore.WrongExpectedVersionError{Stream: p.Stream, Expected: p.Expected, Exists: exists, Actual: actual}
+			continue
+		}
+		// An append we raced committed between the statement's snapshot
+		// and now, and the condition holds: append this stream alone.
+		res, err = s.appendStream(ctx, p, then)
+		if err != nil && !streamErr(err) {
+			return err
+		}
+		results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+	}
+	return nil
+}
+
+// queue adds the statements to b.
+func queue(b *pgx.Batch, then []Statement) {
+	for _, st := range then {
+		b.Queue(st.SQL, st.Args...)
+	}
+}
+
+// execStatements reads the results of the n statements queued after the
+// append. A failure is ErrStatement, with the driver's message only.
+func execStatements(ctx context.Context, br pgx.BatchResults, n int) error {
+	for i := range n {
+		if _, err := br.Exec(); err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return fmt.Errorf("append: statement %d: %w", i, ctxErr)
+			}
+			return fmt.Errorf("append: statement %d: %v: %w", i, err, ErrStatement)
+		}
+	}
+	return nil
+}
+
+// multiErr translates a call-level error of AppendMultiWith.
+func multiErr(ctx context.Context, err error) error {
+	if errors.Is(err, ErrStatement) {
+		return err
+	}
+	return storeErr("append to several streams", ctx, err)
+}

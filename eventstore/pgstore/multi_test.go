@@ -1,0 +1,345 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+func newEvents(n int, typ string) []eventstore.EventData {
+	out := make([]eventstore.EventData, n)
+	for i := range out {
+		out[i] = eventstore.EventData{ID: eventstoretest.NewID(), Type: typ, Data: []byte(`{}`), Metadata: []byte(`{"schema":1}`)}
+	}
+	return out
+}
+
+func ctxFor(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAppend(t *testing.T, s *pgstore.Store, stream string, expected eventstore.ExpectedRevision, evs ...eventstore.EventData) eventstore.AppendResult {
+	t.Helper()
+	res, err := s.Append(ctxFor(t), stream, expected, evs...)
+	if err != nil {
+		t.Fatalf("append to %s: %v", stream, err)
+	}
+	return res
+}
+
+func mustRead(t *testing.T, s *pgstore.Store, stream string) []eventstore.RecordedEvent {
+	t.Helper()
+	got, err := s.ReadStream(ctxFor(t), stream, 0)
+	if err != nil {
+		t.Fatalf("read %s: %v", stream, err)
+	}
+	return got
+}
+
+// TestAppendMultiOneTransaction checks the global order of a multi-stream
+// append: every row of the call has the call's one transaction ID, each
+// stream's rows are in revision order by seq, and a reader of the global
+// order gets them together.
+func TestAppendMultiOneTransaction(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := ctxFor(t)
+	before := mustAppend(t, s, "b", eventstore.NoStream, newEvents(1, "Before")...)
+	appends := []eventstore.StreamAppend{
+		{Stream: "c", Expected: eventstore.NoStream, Events: newEvents(3, "C")},
+		{Stream: "b", Expected: eventstore.Exact(0), Events: newEvents(2, "B")},
+		{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(2, "A")},
+	}
+	results, err := s.AppendMulti(ctx, appends...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid uint64
+	for i, a := range appends {
+		if results[i].Err != nil {
+			t.Fatalf("%s: %v", a.Stream, results[i].Err)
+		}
+		got := mustRead(t, s, a.Stream)
+		got = got[len(got)-len(a.Events):]
+		for j, r := range got {
+			if r.ID != a.Events[j].ID {
+				t.Fatalf("%s: event %d is %s, want %s", a.Stream, j, r.ID, a.Events[j].ID)
+			}
+			if xid == 0 {
+				xid = r.Position.Commit
+			}
+			if r.Position.Commit != xid {
+				t.Fatalf("%s@%d written by transaction %d, another row of the call by %d", a.Stream, r.Revision, r.Position.Commit, xid)
+			}
+			if j > 0 && r.Position.Prepare <= got[j-1].Position.Prepare {
+				t.Fatalf("%s: seq %d of revision %d not after %d", a.Stream, r.Position.Prepare, r.Revision, got[j-1].Position.Prepare)
+			}
+		}
+		if last := got[len(got)-1]; results[i].Position != last.Position || results[i].NextRevision != last.Revision {
+			t.Fatalf("%s: result %+v, last event at %s revision %d", a.Stream, results[i].AppendResult, last.Position, last.Revision)
+		}
+	}
+	if xid == before.Position.Commit {
+		t.Fatalf("the call wrote in the transaction of an earlier append (%d)", xid)
+	}
+
+	// A reader after the earlier append gets the call's seven events in a
+	// row, and nothing else.
+	var all []eventstore.RecordedEvent
+	for len(all) < 7 {
+		got, err := s.ReadAll(ctx, before.Position, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all = got; len(all) < 7 {
+			if err := s.WaitForEvents(ctx, before.Position); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(all) != 7 {
+		t.Fatalf("ReadAll after the earlier append: %d events, want 7", len(all))
+	}
+	for _, r := range all {
+		if r.Position.Commit != xid {
+			t.Fatalf("ReadAll: %s@%d in transaction %d, want %d", r.Stream, r.Revision, r.Position.Commit, xid)
+		}
+	}
+}
+
+// markTable records, per stream, that a statement of AppendMultiWith saw the
+// stream's last event.
+const markTable = `CREATE TABLE appended (stream text PRIMARY KEY, last uuid NOT NULL)`
+
+// mark is the statement for a: a row for the stream if its last event is
+// stored, idempotent.
+func mark(a eventstore.StreamAppend) pgstore.Statement {
+	last := a.Events[len(a.Events)-1].ID
+	return pgstore.Statement{
+		SQL:  `INSERT INTO appended (stream, last) SELECT $1, $2::uuid WHERE EXISTS (SELECT 1 FROM event WHERE id = $2::uuid) ON CONFLICT DO NOTHING`,
+		Args: []any{a.Stream, last},
+	}
+}
+
+func marks(appends []eventstore.StreamAppend) []pgstore.Statement {
+	out := make([]pgstore.Statement, len(appends))
+	for i, a := range appends {
+		out[i] = mark(a)
+	}
+	return out
+}
+
+// marked returns the streams of the appended table, sorted, after checking
+// that each row names the stream's last event as appended.
+func marked(t *testing.T, pool *pgxpool.Pool, appends []eventstore.StreamAppend) []string {
+	t.Helper()
+	rows, _ := pool.Query(ctxFor(t), `SELECT stream, last::text FROM appended ORDER BY stream`)
+	type row struct{ Stream, Last string }
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []string
+	for _, r := range got {
+		for _, a := range appends {
+			if a.Stream == r.Stream && a.Events[len(a.Events)-1].ID != r.Last {
+				t.Fatalf("row of %s names event %s, want %s", r.Stream, r.Last, a.Events[len(a.Events)-1].ID)
+			}
+		}
+		streams = append(streams, r.Stream)
+	}
+	return streams
+}
+
+func newMarkedStore(t *testing.T) (*pgstore.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	if _, err := pool.Exec(ctxFor(t), markTable); err != nil {
+		t.Fatal(err)
+	}
+	s := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(s.Close)
+	return s, pool
+}
+
+func checkResults(t *testing.T, appends []eventstore.StreamAppend, results []eventstore.StreamResult, wantOK ...string) {
+	t.Helper()
+	if len(results) != len(appends) {
+		t.Fatalf("%d results for %d appends", len(results), len(appends))
+	}
+	for i, a := range appends {
+		ok := slices.Contains(wantOK, a.Stream)
+		if ok && results[i].Err != nil {
+			t.Fatalf("%s: %v, want success", a.Stream, results[i].Err)
+		}
+		if !ok && !errors.Is(results[i].Err, eventstore.ErrWrongExpectedVersion) {
+			t.Fatalf("%s: %v, want ErrWrongExpectedVersion", a.Stream, results[i].Err)
+		}
+	}
+}
+
+// TestAppendMultiWith checks that the statements of an AppendMultiWith
+// change what they guard exactly for the streams written, whether the call
+// is one statement or falls back to one stream at a time, and that a
+// failing statement writes nothing at all.
+func TestAppendMultiWith(t *testing.T) {
+	t.Parallel()
+
+	t.Run("one statement", func(t *testing.T) {
+		t.Parallel()
+		s, pool := newMarkedStore(t)
+		mustAppend(t, s, "x", eventstore.NoStream, newEvents(1, "X")...)
+		mustAppend(t, s, "taken", eventstore.NoStream, newEvents(1, "Taken")...)
+		appends := []eventstore.StreamAppend{
+			{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(2, "A")},
+			{Stream: "x", Expected: eventstore.Exact(0), Events: newEvents(1, "X")},
+			{Stream: "missing", Expected: eventstore.Exact(3), Events: newEvents(1, "M")},
+			{Stream: "taken", Expected: eventstore.NoStream, Events: newEvents(1, "T")},
+		}
+		results, err := s.AppendMultiWith(ctxFor(t), appends, marks(appends)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, appends, results, "a", "x")
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "x"}) {
+			t.Fatalf("statements marked %v, want [a x]", got)
+		}
+		if a, x := results[0].Position.Commit, results[1].Position.Commit; a != x {
+			t.Fatalf("a written by transaction %d, x by %d: want one", a, x)
+		}
+
+		// The same call again: the same results, nothing written twice.
+		again, err := s.AppendMultiWith(ctxFor(t), appends, marks(appends)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResults(t, appends, again, "a", "x")
+		for i := range 2 {
+			if again[i].AppendResult != results[i].AppendResult {
+				t.Fatalf("%s repeated: %+v, want the original %+v", appends[i].Stream, again[i].AppendResult, results[i].AppendResult)
+			}
+		}
+		if n := len(mustRead(t, s, "a")); n != 2 {
+			t.Fatalf("a holds %d events after the repeat, want 2", n)
+		}
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "x"}) {
+			t.Fatalf("statements marked %v after the repeat, want [a x]", got)
+		}
+	})
+
+	t.Run("one stream at a time after a race", func(t *testing.T) {
+		t.Parallel()
+		s, pool := newMarkedStore(t)
+		ctx := ctxFor(t)
+		mustAppend(t, s, "raced", eventstore.NoStream, newEvents(1, "R")...)
+		mustAppend(t, s, "any", eventstore.NoStream, newEvents(1, "Y")...)
+
+		// An open transaction holds revision 1 of raced: the combined
+		// insert waits for it, then collides when it commits.
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		if _, err := tx.Exec(ctx, `INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ('raced', 1, $1, 'Racer', '', '')`, eventstoretest.NewID()); err != nil {
+			t.Fatal(err)
+		}
+		appends := []eventstore.StreamAppend{
+			{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(2, "A")},
+			{Stream: "raced", Expected: eventstore.Exact(0), Events: newEvents(1, "R")},
+			{Stream: "any", Expected: eventstore.Any, Events: newEvents(1, "Y")},
+		}
+		type outcome struct {
+			results []eventstore.StreamResult
+			err     error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			results, err := s.AppendMultiWith(ctx, appends, marks(appends)...)
+			done <- outcome{results, err}
+		}()
+		waitForLockWait(t, pool)
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out := <-done
+		if out.err != nil {
+			t.Fatal(out.err)
+		}
+		checkResults(t, appends, out.results, "a", "any")
+		var wev *eventstore.WrongExpectedVersionError
+		if !errors.As(out.results[1].Err, &wev) || !wev.Exists || wev.Actual != 1 {
+			t.Fatalf("raced: %v, want stream at revision 1", out.results[1].Err)
+		}
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "any"}) {
+			t.Fatalf("statements marked %v, want [a any]", got)
+		}
+		if a, y := out.results[0].Position.Commit, out.results[2].Position.Commit; a == y {
+			t.Fatalf("a and any both written by transaction %d: want one transaction per stream after the race", a)
+		}
+		if n := len(mustRead(t, s, "raced")); n != 2 {
+			t.Fatalf("raced holds %d events, want its own and the racer's", n)
+		}
+	})
+
+	for name, n := range map[string]int{"a failing statement writes nothing, one stream": 1, "a failing statement writes nothing, three streams": 3} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, pool := newMarkedStore(t)
+			var appends []eventstore.StreamAppend
+			for _, stream := range []string{"a", "b", "c"}[:n] {
+				appends = append(appends, eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: newEvents(2, "E")})
+			}
+			then := append(marks(appends), pgstore.Statement{SQL: `SELECT 1 / $1::int`, Args: []any{0}})
+			results, err := s.AppendMultiWith(ctxFor(t), appends, then...)
+			if !errors.Is(err, pgstore.ErrStatement) || results != nil {
+				t.Fatalf("%d results, %v; want ErrStatement", len(results), err)
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) {
+				t.Fatalf("driver error %T leaks from %v", pgErr, err)
+			}
+			for _, a := range appends {
+				if _, err := s.ReadStream(ctxFor(t), a.Stream, 0); !errors.Is(err, eventstore.ErrStreamNotFound) {
+					t.Fatalf("%s after the failed call: %v, want ErrStreamNotFound", a.Stream, err)
+				}
+			}
+			if got := marked(t, pool, appends); len(got) != 0 {
+				t.Fatalf("statements marked %v after the failed call, want none", got)
+			}
+		})
+	}
+}
+
+// waitForLockWait returns once a session of pool's database waits for a
+// lock.
+func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("waiting for the append to block: %v", err)
+		}
+		if waiting > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
