@@ -32,6 +32,22 @@ type Store interface {
 	// for different content, or in a different place, is ErrDuplicateEventID.
 	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
 
+	// AppendMulti appends to several streams in one call. Each stream is
+	// checked against its own expected revision and written or refused
+	// independently of the others: one stream failing its check, or being an
+	// idempotent re-append (same event IDs already stored where expected
+	// puts them: success with the original result), affects only that
+	// stream's result. results[i] belongs to appends[i]. A stream may appear
+	// at most once per call. The error is for the call as a whole (invalid
+	// input: nothing written; context or connection: any subset may have
+	// been written, and repeating the call with the same event IDs is safe).
+	//
+	// Invalid input is what ValidateAppendMulti refuses; the error matches
+	// ErrInvalidEvent. A backend may write the streams of one call in one
+	// transaction (memstore, pgstore) or one by one (esdbstore); the port
+	// promises no atomicity across streams.
+	AppendMulti(ctx context.Context, appends ...StreamAppend) ([]StreamResult, error)
+
 	// ReadStream returns the events of stream with revision >= from, in
 	// revision order. A stream with no events is ErrStreamNotFound.
 	ReadStream(ctx context.Context, stream string, from uint64) ([]RecordedEvent, error)

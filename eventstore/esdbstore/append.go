@@ -38,6 +38,12 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
+	return s.appendData(ctx, c, stream, expected, events, data)
+}
+
+// appendData is Append with the events validated and converted (data) and
+// the client chosen.
+func (s *Store) appendData(ctx context.Context, c *esdb.Client, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData, data []esdb.EventData) (eventstore.AppendResult, error) {
 	if !expected.IsNoStream() {
 		stored, err := s.readWhole(ctx, c, stream)
 		if err != nil {

@@ -110,13 +110,32 @@ func (n *namespaced) own(r eventstore.RecordedEvent) (eventstore.RecordedEvent, 
 
 func (n *namespaced) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	res, err := n.store.Append(ctx, n.name(stream), expected, events...)
+	return res, n.plain(err)
+}
+
+func (n *namespaced) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.StreamResult, error) {
+	named := make([]eventstore.StreamAppend, len(appends))
+	for i, a := range appends {
+		named[i] = a
+		named[i].Stream = n.name(a.Stream)
+	}
+	results, err := n.store.AppendMulti(ctx, named...)
+	for i := range results {
+		results[i].Err = n.plain(results[i].Err)
+	}
+	return results, err
+}
+
+// plain renames the stream of a wrong-expected-version error back to the
+// view's name.
+func (n *namespaced) plain(err error) error {
 	var wev *eventstore.WrongExpectedVersionError
 	if errors.As(err, &wev) {
 		plain := *wev
-		plain.Stream = stream
-		return res, &plain
+		plain.Stream, _ = strings.CutPrefix(wev.Stream, n.prefix)
+		return &plain
 	}
-	return res, err
+	return err
 }
 
 func (n *namespaced) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {

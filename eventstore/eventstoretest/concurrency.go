@@ -101,8 +101,52 @@ func testConcurrentAny(t *testing.T, s eventstore.Store) {
 // the global order from the start. The reader must see every committed event
 // exactly once, in strictly increasing positions, and each stream in revision
 // order: an event that became visible behind the reader would be missed.
-func testGapFree(t *testing.T, s eventstore.Store) {
-	const writers, streamsPerWriter, appendsPerStream = 16, 2, 8
+func testGapFree(t *testing.T, s eventstore.Store) { gapFree(t, s, 2, 16, appendOne) }
+
+// testMultiGapFree is testGapFree with writers that append to several of
+// their streams in each call, about as many events in all.
+func testMultiGapFree(t *testing.T, s eventstore.Store) { gapFree(t, s, 3, 8, appendSeveral) }
+
+// gapWrite appends to some of streams, which hold next events each, and
+// returns the events it wrote by the stream's index.
+type gapWrite func(ctx context.Context, s eventstore.Store, rng *rand.Rand, streams []string, next []uint64) (map[int][]eventstore.EventData, error)
+
+// appendOne appends one to three events to one of the streams.
+func appendOne(ctx context.Context, s eventstore.Store, rng *rand.Rand, streams []string, next []uint64) (map[int][]eventstore.EventData, error) {
+	i := rng.IntN(len(streams))
+	evs := events(1+rng.IntN(3), "Gap")
+	if _, err := s.Append(ctx, streams[i], expectedAt(next[i]), evs...); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", streams[i], err)
+	}
+	return map[int][]eventstore.EventData{i: evs}, nil
+}
+
+// appendSeveral appends one to three events to each of a random, non-empty
+// subset of the streams in one AppendMulti.
+func appendSeveral(ctx context.Context, s eventstore.Store, rng *rand.Rand, streams []string, next []uint64) (map[int][]eventstore.EventData, error) {
+	picked := rng.Perm(len(streams))[:1+rng.IntN(len(streams))]
+	appends := make([]eventstore.StreamAppend, len(picked))
+	for k, i := range picked {
+		appends[k] = eventstore.StreamAppend{Stream: streams[i], Expected: expectedAt(next[i]), Events: events(1+rng.IntN(3), "Gap")}
+	}
+	results, err := s.AppendMulti(ctx, appends...)
+	if err != nil {
+		return nil, fmt.Errorf("append to %d streams: %w", len(appends), err)
+	}
+	written := make(map[int][]eventstore.EventData, len(picked))
+	for k, i := range picked {
+		if err := results[k].Err; err != nil {
+			return nil, fmt.Errorf("append to %s in a call of %d streams: %w", streams[i], len(appends), err)
+		}
+		written[i] = appends[k].Events
+	}
+	return written, nil
+}
+
+// gapFree runs the gap test with 16 writers of streamsPerWriter streams
+// each, every writer calling write writesPerWriter times.
+func gapFree(t *testing.T, s eventstore.Store, streamsPerWriter, writesPerWriter int, write gapWrite) {
+	const writers = 16
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -122,23 +166,20 @@ func testGapFree(t *testing.T, s eventstore.Store) {
 				streams = append(streams, streamName(fmt.Sprintf("gap-%d-%d", w, i)))
 			}
 			next := make([]uint64, streamsPerWriter)
-			for range appendsPerStream * streamsPerWriter {
-				i := rng.IntN(streamsPerWriter)
-				expected := eventstore.NoStream
-				if next[i] > 0 {
-					expected = eventstore.Exact(next[i] - 1)
-				}
-				evs := events(1+rng.IntN(3), "Gap")
-				if _, err := s.Append(ctx, streams[i], expected, evs...); err != nil {
-					t.Errorf("append to %s: %v", streams[i], err)
+			for range writesPerWriter {
+				written, err := write(ctx, s, rng, streams, next)
+				if err != nil {
+					t.Error(err)
 					return
 				}
-				next[i] += uint64(len(evs))
 				mu.Lock()
-				for _, e := range evs {
-					committed[e.ID] = e
+				for i, evs := range written {
+					next[i] += uint64(len(evs))
+					for _, e := range evs {
+						committed[e.ID] = e
+					}
+					perStream[streams[i]] = next[i]
 				}
-				perStream[streams[i]] = next[i]
 				mu.Unlock()
 			}
 		}()
@@ -224,4 +265,157 @@ func testGapFree(t *testing.T, s eventstore.Store) {
 			t.Fatalf("stream %s: read %d events, %d committed", stream, nextRev[stream], n)
 		}
 	}
+}
+
+// testMultiConcurrent races writers whose calls each touch a random subset
+// of a few shared streams, at the revisions they read. A stream refused for
+// its revision is read again and retried, with the same events, until all
+// of the call's events are written. In the end every stream has contiguous
+// revisions holding every event exactly once, and every result, success or
+// refusal, agrees with what was stored.
+func testMultiConcurrent(t *testing.T, s eventstore.Store) {
+	const writers, callsPerWriter, shared, maxAttempts = 6, 6, 4, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	streams := make([]string, shared)
+	for i := range streams {
+		streams[i] = streamName(fmt.Sprintf("shared-%d", i))
+	}
+	type success struct {
+		append eventstore.StreamAppend
+		result eventstore.AppendResult
+	}
+	type refusal struct {
+		append eventstore.StreamAppend
+		err    error
+	}
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		successes []success
+		refusals  []refusal
+		appended  = make(map[string]string) // event ID: stream
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for range callsPerWriter {
+				pending := make(map[string][]eventstore.EventData)
+				for _, i := range rng.Perm(shared)[:1+rng.IntN(shared)] {
+					pending[streams[i]] = events(1+rng.IntN(2), "Shared")
+					mu.Lock()
+					for _, e := range pending[streams[i]] {
+						appended[e.ID] = streams[i]
+					}
+					mu.Unlock()
+				}
+				for attempt := 0; len(pending) > 0; attempt++ {
+					if attempt == maxAttempts {
+						t.Errorf("writer %d: %d streams still refused after %d attempts", w, len(pending), attempt)
+						return
+					}
+					var appends []eventstore.StreamAppend
+					for stream, evs := range pending {
+						next, err := streamLength(ctx, s, stream)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						appends = append(appends, eventstore.StreamAppend{Stream: stream, Expected: expectedAt(next), Events: evs})
+					}
+					results, err := s.AppendMulti(ctx, appends...)
+					if err != nil {
+						t.Errorf("writer %d: append to %d streams: %v", w, len(appends), err)
+						return
+					}
+					mu.Lock()
+					for k, a := range appends {
+						switch err := results[k].Err; {
+						case err == nil:
+							successes = append(successes, success{a, results[k].AppendResult})
+							delete(pending, a.Stream)
+						case errors.Is(err, eventstore.ErrWrongExpectedVersion):
+							refusals = append(refusals, refusal{a, err})
+						default:
+							t.Errorf("writer %d: %s at %s: %v", w, a.Stream, a.Expected, err)
+						}
+					}
+					mu.Unlock()
+					if t.Failed() {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	stored := make(map[string][]eventstore.RecordedEvent, shared)
+	seen := make(map[string]bool)
+	for _, stream := range streams {
+		got, err := s.ReadStream(ctxFor(t), stream, 0)
+		if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			if r.Revision != uint64(i) {
+				t.Fatalf("%s: event %d has revision %d", stream, i, r.Revision)
+			}
+			if appended[r.ID] != stream || seen[r.ID] {
+				t.Fatalf("%s@%d: event %s appended to %q, seen before %v", stream, i, r.ID, appended[r.ID], seen[r.ID])
+			}
+			seen[r.ID] = true
+		}
+		stored[stream] = got
+	}
+	if len(seen) != len(appended) {
+		t.Fatalf("streams hold %d events, %d were appended", len(seen), len(appended))
+	}
+	for _, w := range successes {
+		got := stored[w.append.Stream]
+		n := uint64(len(w.append.Events))
+		if w.result.NextRevision >= uint64(len(got)) || w.result.NextRevision+1 < n {
+			t.Fatalf("%s: result %+v outside the stream's %d events", w.append.Stream, w.result, len(got))
+		}
+		first := w.result.NextRevision + 1 - n
+		checkSame(t, w.append.Stream, first, got[first:first+n], w.append.Events)
+		if got[w.result.NextRevision].Position != w.result.Position {
+			t.Fatalf("%s: result at %s, its last event at %s", w.append.Stream, w.result.Position, got[w.result.NextRevision].Position)
+		}
+		if want := expectedAt(first); w.append.Expected != want {
+			t.Fatalf("%s: append at %s written at revision %d", w.append.Stream, w.append.Expected, first)
+		}
+	}
+	for _, r := range refusals {
+		var wev *eventstore.WrongExpectedVersionError
+		if !errors.As(r.err, &wev) || wev.Stream != r.append.Stream || wev.Expected != r.append.Expected {
+			t.Fatalf("%s at %s refused with %v", r.append.Stream, r.append.Expected, r.err)
+		}
+		if len(stored[r.append.Stream]) == 0 || wev.Exists && wev.Actual >= uint64(len(stored[r.append.Stream])) {
+			t.Fatalf("%s at %s refused for %+v, the stream has %d events", r.append.Stream, r.append.Expected, *wev, len(stored[r.append.Stream]))
+		}
+		if r.append.Expected.Satisfied(wev.Exists, wev.Actual) {
+			t.Fatalf("%s at %s refused although the stream was %+v", r.append.Stream, r.append.Expected, *wev)
+		}
+	}
+	if all := readAllN(t, s, len(appended)); len(all) != len(appended) {
+		t.Fatalf("ReadAll: %d events, want %d", len(all), len(appended))
+	}
+}
+
+// streamLength returns how many events stream holds.
+func streamLength(ctx context.Context, s eventstore.Store, stream string) (uint64, error) {
+	got, err := s.ReadStream(ctx, stream, 0)
+	if errors.Is(err, eventstore.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", stream, err)
+	}
+	return uint64(len(got)), nil
 }

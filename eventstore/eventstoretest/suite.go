@@ -43,6 +43,12 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store) {
 		{"ConcurrentAppendAny", testConcurrentAny},
 		{"GapFreeGlobalOrder", testGapFree},
 		{"WaitForEvents", testWaitForEvents},
+		{"AppendMultiMixed", testMultiMixed},
+		{"AppendMultiIdempotent", testMultiIdempotent},
+		{"AppendMultiDuplicateEventID", testMultiDuplicateEventID},
+		{"AppendMultiInvalid", testMultiInvalid},
+		{"AppendMultiConcurrent", testMultiConcurrent},
+		{"AppendMultiGapFree", testMultiGapFree},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -102,6 +102,9 @@ func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.Stream
 	if len(written) > 0 {
 		s.signal()
 	}
+	if s.afterCombined != nil {
+		s.afterCombined()
+	}
 	results := make([]eventstore.StreamResult, len(parts))
 	var rest []int
 	for i := range parts {

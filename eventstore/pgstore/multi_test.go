@@ -296,6 +296,45 @@ func TestAppendMultiWith(t *testing.T) {
 		}
 	})
 
+	t.Run("a condition that holds once the statement is done", func(t *testing.T) {
+		t.Parallel()
+		s, pool := newMarkedStore(t)
+		ctx := ctxFor(t)
+
+		// An open transaction creates late: the combined insert does not
+		// see it (its snapshot is older) and leaves late out, but by the
+		// time the call resolves late it is committed, and StreamExists
+		// holds.
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		if _, err := tx.Exec(ctx, `INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ('late', 0, $1, 'First', '', '')`, eventstoretest.NewID()); err != nil {
+			t.Fatal(err)
+		}
+		var commitErr error
+		s.SetAfterCombined(func() { commitErr = tx.Commit(ctx) })
+		appends := []eventstore.StreamAppend{
+			{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(1, "A")},
+			{Stream: "late", Expected: eventstore.StreamExists, Events: newEvents(2, "L")},
+		}
+		results, err := s.AppendMultiWith(ctx, appends, marks(appends)...)
+		if err != nil || commitErr != nil {
+			t.Fatalf("%v; commit of the racer: %v", err, commitErr)
+		}
+		checkResults(t, appends, results, "a", "late")
+		if results[1].NextRevision != 2 {
+			t.Fatalf("late: NextRevision %d, want 2 (after the racer's event)", results[1].NextRevision)
+		}
+		if a, late := results[0].Position.Commit, results[1].Position.Commit; a == late {
+			t.Fatalf("a and late both written by transaction %d: want late appended again on its own", a)
+		}
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "late"}) {
+			t.Fatalf("statements marked %v, want [a late]", got)
+		}
+	})
+
 	for name, n := range map[string]int{"a failing statement writes nothing, one stream": 1, "a failing statement writes nothing, three streams": 3} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -70,6 +70,10 @@ type Store struct {
 	notify chan struct{} // appends signal the notifier; buffered 1
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// afterCombined runs, when tests set it, between the combined insert of
+	// an AppendMultiWith and the resolution of the streams it did not write.
+	afterCombined func()
 }
 
 // New returns a store on pool, whose database must be migrated

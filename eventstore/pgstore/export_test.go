@@ -1,0 +1,6 @@
+package pgstore
+
+// SetAfterCombined makes f run between the combined insert of an
+// AppendMultiWith and the resolution of the streams it did not write, so
+// that a test can commit a racing append exactly there.
+func (s *Store) SetAfterCombined(f func()) { s.afterCombined = f }
