@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/reviewledger/reviewledger/api/provider"
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -31,7 +31,7 @@ func TestCallback(t *testing.T) {
 		{fmt.Errorf("decided: %w", domain.ErrNotPending), http.StatusConflict, "conflicting-completion"},
 		{fmt.Errorf("bad: %w", domain.ErrInvalidFinding), http.StatusUnprocessableEntity, "invalid-finding"},
 		{fmt.Errorf("stale: %w", provider.ErrInvalidSignature), http.StatusUnauthorized, "invalid-signature"},
-		{fmt.Errorf("late: %w", runner.ErrConflictingCompletion), http.StatusConflict, "conflicting-completion"},
+		{fmt.Errorf("late: %w", engine.ErrConflictingCompletion), http.StatusConflict, "conflicting-completion"},
 	} {
 		h.runner.callbackErr = tc.err
 		wantProblem(t, h.do("POST", "/v1/reviews/r1/findings", "", body), tc.status, tc.kind, "")

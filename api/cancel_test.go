@@ -15,7 +15,7 @@ import (
 // database query does, and returns its error wrapped.
 type waitingLedger struct{ Ledger }
 
-func (waitingLedger) Load(ctx context.Context, id string) (*ledger.Review, error) {
+func (waitingLedger) Load(ctx context.Context, id string) (*ledger.Snapshot, error) {
 	<-ctx.Done()
 	return nil, fmt.Errorf("load review-%s: %w", id, ctx.Err())
 }
@@ -76,7 +76,7 @@ type ctxLedger struct {
 	ctx context.Context
 }
 
-func (l ctxLedger) Load(context.Context, string) (*ledger.Review, error) {
+func (l ctxLedger) Load(context.Context, string) (*ledger.Snapshot, error) {
 	return nil, fmt.Errorf("load: %w", l.ctx.Err())
 }
 

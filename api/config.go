@@ -24,7 +24,7 @@ type Config struct {
 	// ClaimLease is how long a moderator's claim on a manual-queue item
 	// lasts. Default 10 minutes.
 	ClaimLease time.Duration
-	// MaxInFlight is the admission ceiling: while the runner has this many
+	// MaxInFlight is the admission ceiling: while the engine has this many
 	// reviews in flight, new submissions are answered 429. Zero means no
 	// ceiling.
 	MaxInFlight int

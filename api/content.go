@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -42,17 +42,17 @@ func (s *Server) getContent(c echo.Context) error {
 	contentType, content, digest, err := s.deps.Content.Content(ctx, id)
 	outcome := "served"
 	switch {
-	case errors.Is(err, runner.ErrContentPurged):
+	case errors.Is(err, engine.ErrContentPurged):
 		outcome = "purged"
 	case errors.Is(err, domain.ErrReviewNotFound):
 		outcome = "not_found"
-	case errors.Is(err, runner.ErrContentMismatch):
+	case errors.Is(err, engine.ErrContentMismatch):
 		outcome = "mismatch"
 	case err != nil:
 		return err
-	case runner.Digest(content) != digest:
+	case engine.Digest(content) != digest:
 		outcome = "mismatch"
-		err = fmt.Errorf("review %q: content read does not hash to %s: %w", id, digest, runner.ErrContentMismatch)
+		err = fmt.Errorf("review %q: content read does not hash to %s: %w", id, digest, engine.ErrContentMismatch)
 	}
 	s.metrics.content.WithLabelValues(string(who.Role), outcome).Inc()
 	if outcome == "served" || outcome == "purged" {

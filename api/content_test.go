@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -85,8 +85,8 @@ func TestContent(t *testing.T) {
 	wantProblem(t, w.do("GET", "/v1/reviews/has%20space/content", moderatorToken, ""), http.StatusBadRequest, "invalid-review-id", "review_id")
 
 	// Stored bytes that are not the reviewed ones are never served.
-	pool := w.svc.Pool()
-	if _, err := pool.Exec(ctx, `UPDATE runner_payload SET content = 'something else' WHERE review_id = 'ct-1'`); err != nil {
+	pool := w.pool
+	if _, err := pool.Exec(ctx, `UPDATE review_payload SET content = 'something else' WHERE review_id = 'ct-1'`); err != nil {
 		t.Fatal(err)
 	}
 	rec := w.do("GET", "/v1/reviews/ct-1/content", moderatorToken, "", "X-Request-Id", "mismatch-1")
@@ -95,12 +95,12 @@ func TestContent(t *testing.T) {
 		t.Errorf("500 body leaks: %s", rec.Body)
 	}
 	if p.RequestID != "mismatch-1" || !strings.Contains(w.logs.String(), `"request_id":"mismatch-1"`) ||
-		!strings.Contains(w.logs.String(), runner.ErrContentMismatch.Error()) || reads("moderator", "mismatch") != 1 {
+		!strings.Contains(w.logs.String(), engine.ErrContentMismatch.Error()) || reads("moderator", "mismatch") != 1 {
 		t.Errorf("mismatch not logged with its request ID: %s", w.logs)
 	}
 
 	// Purged by retention: the review is still there, its content is gone.
-	if _, err := pool.Exec(ctx, `DELETE FROM runner_payload WHERE review_id = 'ct-1'`); err != nil {
+	if _, err := pool.Exec(ctx, `DELETE FROM review_payload WHERE review_id = 'ct-1'`); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, w.do("GET", "/v1/reviews/ct-1/content", moderatorToken, ""), http.StatusGone, "content-purged", "")
@@ -124,7 +124,7 @@ func TestContentTypes(t *testing.T) {
 		{"a:b", "text/plain; charset=utf-8", "text/plain; charset=utf-8", "inline"},
 	} {
 		content := []byte{0x89, 'P', 'N', 'G', 0, 1, 2}
-		if _, _, err := w.svc.Submit(ctx, runner.SubmitRequest{ReviewID: tc.id, ContentClass: "caption_suggestion", ContentType: tc.contentType, Content: content, Actor: ledger.Actor{Name: "platform"}}); err != nil {
+		if _, _, err := w.svc.Submit(ctx, engine.SubmitRequest{ReviewID: tc.id, ContentClass: "caption_suggestion", ContentType: tc.contentType, Content: content, Actor: ledger.Actor{Name: "platform"}}); err != nil {
 			t.Fatal(err)
 		}
 		rec := w.do("GET", "/v1/reviews/"+tc.id+"/content", moderatorToken, "")

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections"
@@ -14,25 +14,25 @@ import (
 // Ledger reads and appends review streams (*ledger.Ledger).
 type Ledger interface {
 	// Load rebuilds a review; domain.ErrReviewNotFound when it has no events.
-	Load(ctx context.Context, reviewID string) (*ledger.Review, error)
+	Load(ctx context.Context, reviewID string) (*ledger.Snapshot, error)
 	// History reads a review's stored events in revision order;
 	// domain.ErrReviewNotFound when there are none.
 	History(ctx context.Context, reviewID string) (*ledger.History, error)
 	// Append appends events expecting the stream at rv's version; the error
 	// matches eventstore.ErrWrongExpectedVersion when it moved.
-	Append(ctx context.Context, rv *ledger.Review, actor ledger.Actor, events ...domain.Event) (*ledger.Review, error)
+	Append(ctx context.Context, rv *ledger.Snapshot, actor ledger.Actor, events ...domain.Event) (*ledger.Snapshot, error)
 }
 
-// Reviews is the review runner's control path (*runner.Service).
+// Reviews is the review engine (*engine.Engine): submissions and callbacks.
 type Reviews interface {
 	// Submit creates the review, or returns the existing one with created
 	// false when the same review (same class and content) was submitted
 	// before. Errors: *domain.FieldError / domain.ErrInvalidReviewID,
 	// domain.ErrUnknownClass, domain.ErrReviewExists (other content or class).
-	Submit(ctx context.Context, req runner.SubmitRequest) (rv *ledger.Review, created bool, err error)
+	Submit(ctx context.Context, req engine.SubmitRequest) (rv *ledger.Snapshot, created bool, err error)
 	// HandleCallback verifies and applies a provider's finding callback.
 	// Errors: provider.ErrInvalidSignature (bad or stale signature),
-	// domain.ErrReviewNotFound, runner.ErrConflictingCompletion,
+	// domain.ErrReviewNotFound, engine.ErrConflictingCompletion,
 	// domain.ErrInvalidFinding.
 	HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error
 	// Outstanding is the number of reviews submitted and not yet out of
@@ -57,19 +57,19 @@ type ReadModels interface {
 
 var _ ReadModels = (*projections.DB)(nil)
 
-// Contents reads the content submitted for review (*runner.Service), for
+// Contents reads the content submitted for review (*engine.Engine), for
 // moderators to read what they decide on.
 type Contents interface {
 	// Content returns the review's content type as recorded in the ledger,
 	// its stored bytes and their digest ("sha256:<hex>"), which equals the
 	// ledger's Submitted payload_digest. Errors: domain.ErrReviewNotFound,
-	// runner.ErrContentPurged (the review exists, its content is no longer
-	// stored), runner.ErrContentMismatch (the stored bytes are not the
+	// engine.ErrContentPurged (the review exists, its content is no longer
+	// stored), engine.ErrContentMismatch (the stored bytes are not the
 	// ones reviewed: never served).
 	Content(ctx context.Context, reviewID string) (contentType string, content []byte, digest string, err error)
 }
 
-var _ Contents = (*runner.Service)(nil)
+var _ Contents = (*engine.Engine)(nil)
 
 // Check is one readiness check for /readyz.
 type Check struct {
@@ -77,4 +77,4 @@ type Check struct {
 	Check func(ctx context.Context) error
 }
 
-var _ Reviews = (*runner.Service)(nil)
+var _ Reviews = (*engine.Engine)(nil)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -66,7 +66,7 @@ type callbackCall struct {
 	body   []byte
 }
 
-func (f *fakeRunner) Submit(ctx context.Context, req runner.SubmitRequest) (*ledger.Review, bool, error) {
+func (f *fakeRunner) Submit(ctx context.Context, req engine.SubmitRequest) (*ledger.Snapshot, bool, error) {
 	cp, err := f.policy.Class(req.ContentClass)
 	if err != nil {
 		return nil, false, err

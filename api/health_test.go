@@ -63,13 +63,13 @@ type failingLedger struct{ Ledger }
 
 var errInternal = errors.New(`ERROR: relation "event" does not exist (SQLSTATE 42P01) SELECT data FROM event`)
 
-func (failingLedger) Load(context.Context, string) (*ledger.Review, error) { return nil, errInternal }
+func (failingLedger) Load(context.Context, string) (*ledger.Snapshot, error) { return nil, errInternal }
 
 func (failingLedger) History(context.Context, string) (*ledger.History, error) {
 	panic("history exploded")
 }
 
-func (failingLedger) Append(context.Context, *ledger.Review, ledger.Actor, ...domain.Event) (*ledger.Review, error) {
+func (failingLedger) Append(context.Context, *ledger.Snapshot, ledger.Actor, ...domain.Event) (*ledger.Snapshot, error) {
 	return nil, errInternal
 }
 

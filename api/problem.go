@@ -12,8 +12,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reviewledger/reviewledger/api/provider"
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/projections"
@@ -73,13 +73,13 @@ var problemTable = []problemKind{
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
 	{ErrNotReady, http.StatusServiceUnavailable, "not-ready", "Not ready"},
 	{provider.ErrInvalidSignature, http.StatusUnauthorized, "invalid-signature", "Invalid or stale webhook signature"},
-	{runner.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
+	{engine.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
 	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
 	{domain.ErrReviewNotFound, http.StatusNotFound, "review-not-found", "Review not found"},
-	{runner.ErrContentPurged, http.StatusGone, "content-purged", "Content purged by retention"},
+	{engine.ErrContentPurged, http.StatusGone, "content-purged", "Content purged by retention"},
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
 	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reviewledger/reviewledger/api/provider"
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/reviewledger/reviewledger/api/engine"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
@@ -24,15 +27,16 @@ import (
 // comes by callback.
 type asyncProvider struct{}
 
-func (asyncProvider) Review(context.Context, provider.Request) provider.Result {
+func (asyncProvider) Call(context.Context, provider.Request) provider.Result {
 	return provider.Result{Outcome: provider.OutcomeAccepted}
 }
 
-// withRunner is a server on the real runner, ledger and PostgreSQL.
+// withRunner is a server on the real engine, ledger and PostgreSQL.
 type withRunner struct {
 	*harness
-	svc    *runner.Service
+	svc    *engine.Engine
 	signer *provider.Signer
+	pool   *pgxpool.Pool
 }
 
 func newWithRunner(t *testing.T) *withRunner {
@@ -40,13 +44,14 @@ func newWithRunner(t *testing.T) *withRunner {
 	pool := dbtest.Pool(t)
 	store := pgstore.New(pool, pgstore.Config{})
 	t.Cleanup(store.Close)
-	l := ledger.New(store)
+	work := pgwork.New(pool, store)
+	l := work.Ledger(ledger.GroupCommit{})
 	signer, err := provider.NewSigner("whsec_" + base64.StdEncoding.EncodeToString([]byte("a-callback-key-of-32-bytes-long!")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := runner.New(runner.Config{Policy: domain.DefaultPolicy(), Ledger: l, Pool: pool, Provider: asyncProvider{}, Signer: signer, Logger: logger})
+	svc, err := engine.New(engine.Config{Policy: domain.DefaultPolicy(), Store: work, Ledger: l, Pool: pool, Provider: asyncProvider{}, Signer: signer, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +62,7 @@ func newWithRunner(t *testing.T) *withRunner {
 		t.Fatal(err)
 	}
 	h.srv = srv
-	return &withRunner{harness: h, svc: svc, signer: signer}
+	return &withRunner{harness: h, svc: svc, signer: signer, pool: pool}
 }
 
 func (w *withRunner) callback(id, webhookID string, attempt int, state string, at time.Time) *httpResponse {
@@ -102,16 +107,16 @@ func TestConcurrentSubmitsMakeOneReview(t *testing.T) {
 	wantProblem(t, w.do("POST", "/v1/reviews", submitterToken, submitJSON("x", "nope", "t")), http.StatusUnprocessableEntity, "unknown-class", "content_class")
 }
 
-func TestCallbacksThroughTheRunner(t *testing.T) {
+func TestCallbacksThroughTheEngine(t *testing.T) {
 	w := newWithRunner(t)
-	w.submit("cb-1", "caption_suggestion", "text")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.svc.Review(ctx, "cb-1") }()
+	go func() { done <- w.svc.Run(ctx) }()
 	defer func() {
 		cancel()
 		<-done
 	}()
+	w.submit("cb-1", "caption_suggestion", "text")
 	// Wait for the attempt to start (the provider took it asynchronously).
 	for i := 0; ; i++ {
 		rv, err := w.ledger.Load(context.Background(), "cb-1")

@@ -22,7 +22,7 @@ type Deps struct {
 	Reviews    Reviews
 	ReadModels ReadModels
 	// Content serves GET /v1/reviews/{id}/content. When nil, Reviews is
-	// used if it also implements Contents (*runner.Service does).
+	// used if it also implements Contents (*engine.Engine does).
 	Content Contents
 	// Ready are the checks of /readyz (database reachable, projections
 	// within their lag threshold).

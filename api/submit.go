@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -34,34 +34,34 @@ const maxContentTypeLen = 255
 // value itself (object or array), byte for byte. Errors are
 // *domain.FieldError naming the field at fault; they wrap ErrInvalidRequest
 // or domain.ErrInvalidReviewID (both 400).
-func decodeSubmit(body []byte) (runner.SubmitRequest, error) {
+func decodeSubmit(body []byte) (engine.SubmitRequest, error) {
 	var b submitBody
 	if err := decodeJSON(body, &b); err != nil {
-		return runner.SubmitRequest{}, err
+		return engine.SubmitRequest{}, err
 	}
 	if err := domain.ValidateReviewID(b.ReviewID); err != nil {
-		return runner.SubmitRequest{}, err
+		return engine.SubmitRequest{}, err
 	}
 	if b.ContentClass == "" {
-		return runner.SubmitRequest{}, fieldError("content_class", "is required")
+		return engine.SubmitRequest{}, fieldError("content_class", "is required")
 	}
 	if len(b.ContentClass) > 128 {
-		return runner.SubmitRequest{}, fieldError("content_class", "longer than 128 characters")
+		return engine.SubmitRequest{}, fieldError("content_class", "longer than 128 characters")
 	}
 	if b.ContentType == "" {
 		b.ContentType = DefaultContentType
 	}
 	if len(b.ContentType) > maxContentTypeLen {
-		return runner.SubmitRequest{}, fieldError("content_type", fmt.Sprintf("longer than %d characters", maxContentTypeLen))
+		return engine.SubmitRequest{}, fieldError("content_type", fmt.Sprintf("longer than %d characters", maxContentTypeLen))
 	}
 	if _, _, err := mime.ParseMediaType(b.ContentType); err != nil {
-		return runner.SubmitRequest{}, fieldError("content_type", fmt.Sprintf("not a media type: %v", err))
+		return engine.SubmitRequest{}, fieldError("content_type", fmt.Sprintf("not a media type: %v", err))
 	}
 	content, err := contentBytes(b.Content)
 	if err != nil {
-		return runner.SubmitRequest{}, err
+		return engine.SubmitRequest{}, err
 	}
-	return runner.SubmitRequest{ReviewID: b.ReviewID, ContentClass: b.ContentClass, ContentType: b.ContentType, Content: content}, nil
+	return engine.SubmitRequest{ReviewID: b.ReviewID, ContentClass: b.ContentClass, ContentType: b.ContentType, Content: content}, nil
 }
 
 func contentBytes(raw json.RawMessage) ([]byte, error) {

@@ -25,7 +25,7 @@ type scenario struct {
 	pol domain.Policy
 }
 
-func (s scenario) submit(id, class string, at time.Time) *ledger.Review {
+func (s scenario) submit(id, class string, at time.Time) *ledger.Snapshot {
 	s.t.Helper()
 	sub, err := domain.Submit(domain.SubmitCommand{ReviewID: id, ContentClass: class, ContentType: "text/plain",
 		PayloadDigest: "sha256:00", Policy: s.pol.Classes[class], Now: at})
@@ -40,8 +40,8 @@ func (s scenario) submit(id, class string, at time.Time) *ledger.Review {
 }
 
 // add returns a function appending the events a command returned to rv.
-func (s scenario) add(rv *ledger.Review) func([]domain.Event, error) *ledger.Review {
-	return func(events []domain.Event, err error) *ledger.Review {
+func (s scenario) add(rv *ledger.Snapshot) func([]domain.Event, error) *ledger.Snapshot {
+	return func(events []domain.Event, err error) *ledger.Snapshot {
 		s.t.Helper()
 		if err != nil {
 			s.t.Fatal(err)
@@ -56,22 +56,22 @@ func (s scenario) add(rv *ledger.Review) func([]domain.Event, error) *ledger.Rev
 
 func one[E domain.Event](e E, err error) ([]domain.Event, error) { return []domain.Event{e}, err }
 
-func (s scenario) attempt(rv *ledger.Review, at time.Time) *ledger.Review {
+func (s scenario) attempt(rv *ledger.Snapshot, at time.Time) *ledger.Snapshot {
 	return s.add(rv)(one(rv.StartAttempt(at)))
 }
 
-func (s scenario) find(rv *ledger.Review, state domain.Decision, at time.Time) *ledger.Review {
+func (s scenario) find(rv *ledger.Snapshot, state domain.Decision, at time.Time) *ledger.Snapshot {
 	attempt, _, _, _ := rv.InFlight()
 	evs, err := rv.RecordFinding(domain.Finding{ReviewID: rv.ID(), Attempt: attempt, State: state, Reasons: []string{"r"}}, domain.SourceResponse, at)
 	return s.add(rv)(evs, err)
 }
 
-func (s scenario) timeout(rv *ledger.Review, class domain.Classification, at time.Time) *ledger.Review {
+func (s scenario) timeout(rv *ledger.Snapshot, class domain.Classification, at time.Time) *ledger.Snapshot {
 	attempt, _, _, _ := rv.InFlight()
 	return s.add(rv)(one(rv.TimeOutAttempt(domain.AttemptFailure{Attempt: attempt, Classification: class}, at)))
 }
 
-func (s scenario) decide(rv *ledger.Review, moderator string, state domain.Decision, at time.Time) *ledger.Review {
+func (s scenario) decide(rv *ledger.Snapshot, moderator string, state domain.Decision, at time.Time) *ledger.Snapshot {
 	return s.add(rv)(rv.DecideManually(domain.ManualDecision{Moderator: moderator, State: state, ExpectedVersion: rv.Version()}, at))
 }
 

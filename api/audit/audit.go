@@ -243,7 +243,7 @@ func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark) ([
 	} else if err != nil {
 		return nil, nil, n, err
 	}
-	if _, err := h.Review(); err != nil {
+	if _, err := h.Snapshot(); err != nil {
 		return []Damage{{ReviewID: id, Revision: uint64(n - 1), Reason: "the history does not rebuild into a valid review: " + err.Error()}}, nil, n, nil
 	}
 	last := h.Events[n-1]

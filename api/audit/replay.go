@@ -65,7 +65,7 @@ func NewReplay(h *ledger.History, asOf time.Time) (*Replay, error) {
 	}
 	prefix := &ledger.History{ReviewID: h.ReviewID, Events: entries}
 	r.Chain = prefix.Verify()
-	rv, err := prefix.Review()
+	rv, err := prefix.Snapshot()
 	if err != nil {
 		return nil, err
 	}

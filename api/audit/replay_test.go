@@ -26,7 +26,7 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 type script struct {
 	t  testing.TB
 	l  *ledger.Ledger
-	rv *ledger.Review
+	rv *ledger.Snapshot
 }
 
 func newLedger(now *time.Time) *ledger.Ledger {

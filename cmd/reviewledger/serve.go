@@ -15,23 +15,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/reviewledger/reviewledger/api"
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/ui"
-	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
-// ServeCmd runs the service: the API, the review workers, the projector and
-// the deadline sweeper, in one process.
+// ServeCmd runs the service: the API, the review engine (workers, deadline
+// sweeper), and the projector, in one process.
 type ServeCmd struct {
 	Config `embed:""`
-	Runner RunnerConfig `embed:""`
+	Engine EngineConfig `embed:""`
 	Store  StoreConfig  `embed:""`
 
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
-	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review workers, resume, deadline sweeper), projector (read models)."`
+	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models)."`
+	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
 }
 
 // Roles a serve process can run.
@@ -53,6 +53,8 @@ func (c *ServeCmd) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight)
 	case c.ReadyMaxLag <= 0:
 		return fmt.Errorf("REVIEWLEDGER_READY_MAX_LAG: must be a positive duration, got %s", c.ReadyMaxLag)
+	case c.StopTimeout <= 0:
+		return fmt.Errorf("REVIEWLEDGER_STOP_TIMEOUT: must be a positive duration such as 10s, got %s", c.StopTimeout)
 	case len(c.Roles) == 0:
 		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of api, worker, projector")
 	}
@@ -61,15 +63,18 @@ func (c *ServeCmd) Validate() error {
 			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are api, worker, projector)", r)
 		}
 	}
-	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Runner.PubSub == runner.PubSubGoChannel {
+	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == engine.PubSubGoChannel {
 		return fmt.Errorf("REVIEWLEDGER_ROLES: api and worker in separate processes need REVIEWLEDGER_PUBSUB=postgres or nats; gochannel work never leaves its process")
 	}
 	return nil
 }
 
 // Run opens the database, applies pending migrations and runs every role
-// until ctx is done (SIGINT or SIGTERM), then shuts down: the HTTP server
-// first, then the workers and the projector.
+// until ctx is done (SIGINT or SIGTERM), then stops them in order: the HTTP
+// server first (no new requests; those in progress, submissions included,
+// finish), then the engine (calls in progress cancelled, their attempts
+// closed, the reviews left pending for the next owner), then the
+// projector.
 func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	cfg := &c.Config
 	pool, err := c.openPool(ctx)
@@ -92,10 +97,10 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
-	led := ledger.New(store)
 	readModels := projections.NewDB(pool)
 
-	svc, stopProvider, err := c.Runner.NewRunner(cfg, pool, led, reg, log)
+	c.Engine.StopTimeout = c.StopTimeout
+	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, pool, store, reg, log)
 	if err != nil {
 		return err
 	}
@@ -109,16 +114,17 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	server, err := api.New(api.Config{
-		Tokens:       cfg.Tokens,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		ClaimLease:   c.ClaimLease,
-		MaxInFlight:  c.MaxInFlight,
-		Classes:      cfg.Policy.Names(),
-		Registry:     reg,
-		Logger:       log,
+		Tokens:          cfg.Tokens,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		ClaimLease:      c.ClaimLease,
+		ShutdownTimeout: c.StopTimeout,
+		MaxInFlight:     c.MaxInFlight,
+		Classes:         cfg.Policy.Names(),
+		Registry:        reg,
+		Logger:          log,
 	}, api.Deps{
 		Ledger:     led,
-		Reviews:    svc,
+		Reviews:    eng,
 		ReadModels: readModels,
 		Ready:      readiness(pool, projector, c.ReadyMaxLag),
 		UI:         ui.Handler(),
@@ -132,27 +138,31 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		roles = append(roles, role{roleAPI, func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }})
 	}
 	if c.runs(roleWorker) {
-		roles = append(roles, role{roleWorker, svc.Run})
+		roles = append(roles, role{roleWorker, eng.Run})
 	}
 	if c.runs(roleProjector) {
 		roles = append(roles, role{roleProjector, projector.Run})
 	}
 	log.Info("serving", "addr", cfg.Addr, "version", version, "roles", c.Roles, "provider", cfg.Provider,
-		"pubsub", c.Runner.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names())
-	return runAll(ctx, log, roles...)
+		"pubsub", c.Engine.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names(), "owner", eng.Owner())
+	return runInOrder(ctx, log, c.StopTimeout, roles...)
 }
 
+// defaultPoolConns is the pool size unless DATABASE_URL sets
+// pool_max_conns: the engine's writes share a few group commits, so the
+// pool serves mostly the API's reads, the claims and the projector.
+const defaultPoolConns = 24
+
 // openPool opens the database pool. Unless DATABASE_URL sets
-// pool_max_conns, the pool is sized for the workers (each holds a connection
-// for a few statements per attempt) plus the API and the projector; pgx's
-// own default, the number of CPUs, starves the workers on a small machine.
+// pool_max_conns, it has defaultPoolConns connections; pgx's own default,
+// the number of CPUs, starves the API on a small machine.
 func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if !strings.Contains(c.DatabaseURL, "pool_max_conns") {
-		pc.MaxConns = int32(max(16, c.Runner.Workers+8))
+		pc.MaxConns = defaultPoolConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -190,28 +200,51 @@ type role struct {
 	run  func(ctx context.Context) error
 }
 
-// runAll runs every role until ctx is done or one of them fails; a failure
-// stops the others. It returns the first failure.
-func runAll(ctx context.Context, log *slog.Logger, roles ...role) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// runInOrder runs every role until ctx is done or one of them fails, then
+// stops them one at a time, in the order given: each role's context is
+// cancelled once the one before it has returned, so the HTTP server
+// stops taking requests (and finishes those in progress) before the engine
+// stops, and the engine before the projector. A role that does not return
+// within stopTimeout after its turn is left behind, logged. It returns the
+// first failure.
+func runInOrder(ctx context.Context, log *slog.Logger, stopTimeout time.Duration, roles ...role) error {
+	failed := make(chan struct{})
 	var (
-		wg    sync.WaitGroup
 		once  sync.Once
 		first error
 	)
-	for _, r := range roles {
-		wg.Add(1)
+	fail := func(name string, err error) {
+		once.Do(func() {
+			first = fmt.Errorf("%s: %w", name, err)
+			close(failed)
+		})
+	}
+	stops := make([]context.CancelFunc, len(roles))
+	dones := make([]chan struct{}, len(roles))
+	for i, r := range roles {
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stops[i], dones[i] = cancel, make(chan struct{})
 		go func() {
-			defer wg.Done()
-			err := r.run(ctx)
-			if err != nil && !errors.Is(err, context.Canceled) {
+			defer close(dones[i])
+			if err := r.run(rctx); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error("role stopped", "role", r.name, "err", err)
-				once.Do(func() { first = fmt.Errorf("%s: %w", r.name, err) })
+				fail(r.name, err)
 			}
-			cancel()
 		}()
 	}
-	wg.Wait()
+	select {
+	case <-ctx.Done():
+	case <-failed:
+	}
+	for i, r := range roles {
+		stops[i]()
+		t := time.NewTimer(stopTimeout + time.Second)
+		select {
+		case <-dones[i]:
+		case <-t.C:
+			log.Error("role did not stop in time; going on without it", "role", r.name, "timeout", stopTimeout)
+		}
+		t.Stop()
+	}
 	return first
 }

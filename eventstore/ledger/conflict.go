@@ -40,7 +40,8 @@ func (l *Ledger) RecordConflict(ctx context.Context, e domain.ConflictingComplet
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
-		_, err = l.store.Append(ctx, stream, expected, eventstore.EventData{ID: id, Type: e.EventType(), Data: body, Metadata: mb})
+		_, err = l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected,
+			Events: []eventstore.EventData{{ID: id, Type: e.EventType(), Data: body, Metadata: mb}}}, nil)
 		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			continue
 		}

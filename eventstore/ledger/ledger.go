@@ -2,6 +2,10 @@
 // an eventstore.Store, one stream per review, and chains every event to the
 // one before it with a SHA-256 hash so auditors can verify that no history
 // was altered, removed or reordered.
+//
+// Appends from concurrent callers are written together (group commit): one
+// multi-stream append for many reviews, each stream checked against its own
+// expected revision, each caller answered with its own result.
 package ledger
 
 import (
@@ -17,29 +21,52 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 )
 
-// Ledger reads and writes review streams.
+// Ledger reads and writes review streams. It is safe for concurrent use.
 type Ledger struct {
 	store eventstore.Store
+	group *groupCommit
+	// effects reports whether the committer applies effects.
+	effects bool
 	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
 	// the event ID index cheap to insert into. Tests may set it.
 	NewID func() string
 }
 
+// Options tune a Ledger. The zero value is the default.
+type Options struct {
+	// Committer writes each group commit. Default: the store's
+	// AppendMulti, which applies no effects (AppendWith and CreateWith
+	// with an effect then fail with ErrNoEffects).
+	Committer Committer
+	// GroupCommit shapes the batches.
+	GroupCommit GroupCommit
+}
+
 // New returns a ledger over store.
-func New(store eventstore.Store) *Ledger { return &Ledger{store: store} }
+func New(store eventstore.Store, opts ...Options) *Ledger {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	effects := o.Committer != nil
+	if o.Committer == nil {
+		o.Committer = storeCommitter{store}
+	}
+	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit)}
+}
 
 // Store returns the underlying event store.
 func (l *Ledger) Store() eventstore.Store { return l.store }
 
-// Review is a review as loaded from its stream, together with the hash of
-// its last event, which the next append chains onto. A Review is a snapshot:
-// appending returns a new one and leaves it unchanged.
-type Review struct {
+// Snapshot is a review as loaded from its stream, together with the hash
+// of its last event, which the next append chains onto. A Snapshot does not
+// change: appending returns a new one.
+type Snapshot struct {
 	*domain.Review
 	head string
 }
 
-// Actor names who or what caused events: a token's name, "runner",
+// Actor names who or what caused events: a token's name, "engine",
 // "sweeper", "provider".
 type Actor struct {
 	Name      string
@@ -55,75 +82,104 @@ type Metadata struct {
 	Hash      string `json:"hash"`
 }
 
+// ErrNoEffects: an effect was given to a ledger whose committer applies
+// none (Options.Committer unset).
+var ErrNoEffects = errors.New("ledger: this ledger's committer applies no effects")
+
 // Load rebuilds a review from its stream. A review with no events is
 // domain.ErrReviewNotFound.
-func (l *Ledger) Load(ctx context.Context, reviewID string) (*Review, error) {
+func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 	h, err := l.History(ctx, reviewID)
 	if err != nil {
 		return nil, err
 	}
-	return h.Review()
+	return h.Snapshot()
 }
 
 // Create appends the first event of a new review. When the review already
 // exists the error matches eventstore.ErrWrongExpectedVersion; the caller
 // loads it and compares (domain.Review.SameSubmission).
-func (l *Ledger) Create(ctx context.Context, e domain.Submitted, actor Actor) (*Review, error) {
-	return l.append(ctx, &Review{Review: &domain.Review{}}, eventstore.NoStream, actor, e)
+func (l *Ledger) Create(ctx context.Context, e domain.Submitted, actor Actor) (*Snapshot, error) {
+	return l.CreateWith(ctx, e, actor, nil)
+}
+
+// CreateWith is Create with an effect (see Committer), applied if and only
+// if the review is created.
+func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor, effect any) (*Snapshot, error) {
+	return l.append(ctx, &Snapshot{Review: &domain.Review{}}, eventstore.NoStream, actor, effect, e)
 }
 
 // Append appends events to a loaded review, expecting the stream to be
-// exactly at rv's version: if anything was appended since rv was loaded the
-// error matches eventstore.ErrWrongExpectedVersion and nothing is written.
-// This is how a late finding fails instead of overwriting a newer state.
-func (l *Ledger) Append(ctx context.Context, rv *Review, actor Actor, events ...domain.Event) (*Review, error) {
-	if !rv.Exists() {
-		return nil, fmt.Errorf("append to review %q: %w", rv.ID(), domain.ErrReviewNotFound)
-	}
-	return l.append(ctx, rv, eventstore.Exact(rv.Version()), actor, events...)
+// exactly at snap's version: if anything was appended since snap was
+// loaded the error matches eventstore.ErrWrongExpectedVersion and nothing is
+// written. This is how a late finding fails instead of overwriting a newer
+// state.
+func (l *Ledger) Append(ctx context.Context, snap *Snapshot, actor Actor, events ...domain.Event) (*Snapshot, error) {
+	return l.AppendWith(ctx, snap, actor, nil, events...)
 }
 
-func (l *Ledger) append(ctx context.Context, rv *Review, expected eventstore.ExpectedRevision, actor Actor, events ...domain.Event) (*Review, error) {
+// AppendWith is Append with an effect (see Committer), applied if and only
+// if the events are written. An append of no events writes nothing and
+// applies nothing.
+func (l *Ledger) AppendWith(ctx context.Context, snap *Snapshot, actor Actor, effect any, events ...domain.Event) (*Snapshot, error) {
+	if !snap.Exists() {
+		return nil, fmt.Errorf("append to review %q: %w", snap.ID(), domain.ErrReviewNotFound)
+	}
+	return l.append(ctx, snap, eventstore.Exact(snap.Version()), actor, effect, events...)
+}
+
+func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore.ExpectedRevision, actor Actor, effect any, events ...domain.Event) (*Snapshot, error) {
 	if len(events) == 0 {
-		return rv, nil
+		return snap, nil
 	}
-	next := &Review{Review: rv.Review.Clone(), head: rv.head}
-	rev := uint64(0)
-	if rv.Exists() {
-		rev = rv.Version() + 1
+	if effect != nil && !l.effects {
+		return nil, ErrNoEffects
 	}
-	id := reviewIDOf(events[0], rv)
-	stream := domain.StreamName(id)
-	data := make([]eventstore.EventData, len(events))
-	for i, e := range events {
-		body, err := domain.EncodeEvent(e)
-		if err != nil {
-			return nil, err
-		}
-		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, PrevHash: next.head}
-		meta.Hash = chainHash(meta.PrevHash, stream, rev, e.EventType(), body, actor.Name)
-		mb, err := json.Marshal(meta)
-		if err != nil {
-			return nil, fmt.Errorf("encode metadata: %w", err)
-		}
-		if err := next.Apply(rev, e); err != nil {
-			return nil, fmt.Errorf("append to %s: %w", stream, err)
-		}
-		data[i] = eventstore.EventData{ID: l.newID(), Type: e.EventType(), Data: body, Metadata: mb}
-		next.head = meta.Hash
-		rev++
+	stream := domain.StreamName(reviewIDOf(events[0], snap))
+	next, data, err := l.encode(snap, stream, actor, events)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := l.store.Append(ctx, stream, expected, data...); err != nil {
+	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
 	return next, nil
 }
 
-func reviewIDOf(first domain.Event, rv *Review) string {
+// encode chains events onto snap and returns the snapshot they lead to.
+func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []domain.Event) (*Snapshot, []eventstore.EventData, error) {
+	next := &Snapshot{Review: snap.Review.Clone(), head: snap.head}
+	rev := uint64(0)
+	if snap.Exists() {
+		rev = snap.Version() + 1
+	}
+	data := make([]eventstore.EventData, len(events))
+	for i, e := range events {
+		body, err := domain.EncodeEvent(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, PrevHash: next.head}
+		meta.Hash = chainHash(meta.PrevHash, stream, rev, e.EventType(), body, actor.Name)
+		mb, err := json.Marshal(meta)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode metadata: %w", err)
+		}
+		if err := next.Apply(rev, e); err != nil {
+			return nil, nil, fmt.Errorf("append to %s: %w", stream, err)
+		}
+		data[i] = eventstore.EventData{ID: l.newID(), Type: e.EventType(), Data: body, Metadata: mb}
+		next.head = meta.Hash
+		rev++
+	}
+	return next, data, nil
+}
+
+func reviewIDOf(first domain.Event, snap *Snapshot) string {
 	if s, ok := first.(domain.Submitted); ok {
 		return s.ReviewID
 	}
-	return rv.ID()
+	return snap.ID()
 }
 
 func (l *Ledger) newID() string {
@@ -177,9 +233,9 @@ func (l *Ledger) History(ctx context.Context, reviewID string) (*History, error)
 	return h, nil
 }
 
-// Review rebuilds the review from the history.
-func (h *History) Review() (*Review, error) {
-	rv := &Review{Review: &domain.Review{}}
+// Snapshot rebuilds the review from the history.
+func (h *History) Snapshot() (*Snapshot, error) {
+	rv := &Snapshot{Review: &domain.Review{}}
 	for _, e := range h.Events {
 		if err := rv.Apply(e.Revision, e.Event); err != nil {
 			return nil, fmt.Errorf("review %q: %w", h.ReviewID, err)

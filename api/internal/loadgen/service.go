@@ -19,8 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/api"
-	"github.com/reviewledger/reviewledger/api/provider"
-	"github.com/reviewledger/reviewledger/api/runner"
+	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations"
@@ -79,8 +80,8 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
-	// As serve sizes it: room for every worker, the API and the projector.
-	pcfg.MaxConns = int32(max(16, cfg.Workers+8))
+	// As serve sizes it.
+	pcfg.MaxConns = 24
 	if cfg.PoolConns > 0 {
 		pcfg.MaxConns = cfg.PoolConns
 	}
@@ -100,7 +101,8 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 	reg := prometheus.NewRegistry()
 
 	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	led := ledger.New(store)
+	work := pgwork.New(pool, store)
+	led := work.Ledger(ledger.GroupCommit{})
 	readModels := projections.NewDB(pool)
 
 	signer, err := provider.NewSigner(provider.NewSecret())
@@ -109,7 +111,7 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		pool.Close()
 		return nil, err
 	}
-	var svc *runner.Service
+	var svc *engine.Engine
 	sc := cfg.Sim
 	sc.Signer = signer
 	sc.Deliver = func(ctx context.Context, reviewID string, h http.Header, body []byte) error {
@@ -121,9 +123,9 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		pool.Close()
 		return nil, err
 	}
-	svc, err = runner.New(runner.Config{
-		Policy: cfg.policy(), Ledger: led, Pool: pool, Provider: sim, Signer: signer,
-		Logger: log, Metrics: reg, ProviderName: "sim", Workers: cfg.Workers,
+	svc, err = engine.New(engine.Config{
+		Policy: cfg.policy(), Store: work, Ledger: led, Pool: pool, Provider: sim, Signer: signer,
+		Logger: log, Metrics: reg, ProviderName: "sim", Calls: cfg.Workers,
 	})
 	if err != nil {
 		_ = sim.Close()
@@ -170,7 +172,7 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 	)
 	for name, run := range map[string]func(context.Context) error{
 		"api":       func(ctx context.Context) error { return server.Serve(ctx, l) },
-		"runner":    svc.Run,
+		"engine":    svc.Run,
 		"projector": projector.Run,
 	} {
 		wg.Go(func() {

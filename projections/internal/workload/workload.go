@@ -110,7 +110,7 @@ var (
 
 // review writes one review's history starting at now and returns the
 // review, and how many events were appended.
-func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.Review, int64, error) {
+func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.Snapshot, int64, error) {
 	class := w.classes[w.rng.IntN(len(w.classes))]
 	pol := w.cfg.Policy.Classes[class]
 	sub, err := domain.Submit(domain.SubmitCommand{
@@ -291,7 +291,7 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 }
 
 // conflict records a refused callback for attempt of rv.
-func (w *writer) conflict(ctx context.Context, rv *ledger.Review, attempt int, reason domain.ConflictReason, at time.Time) error {
+func (w *writer) conflict(ctx context.Context, rv *ledger.Snapshot, attempt int, reason domain.ConflictReason, at time.Time) error {
 	e, err := rv.RecordConflict(domain.Conflict{Attempt: attempt, Source: domain.SourceCallback, Reason: reason, State: domain.DecisionAccepted}, at)
 	if err != nil {
 		return err

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// Causes a call's context is cancelled with.
+var (
+	// errAttemptTimeout: the attempt's timeout passed.
+	errAttemptTimeout = errors.New("attempt timed out")
+	// errLeaseLost: the lease could not be renewed in time, or another
+	// process holds the review now. A call never outlives its lease, so
+	// that two processes never call the provider for one review at once.
+	errLeaseLost = errors.New("lease could not be renewed")
+)
+
+// call makes the provider call of the attempt j just started, under the
+// attempt's timeout and the lease, and keeps its answer in j for the next
+// step to record. It frees j's call slot when it returns.
+func (e *Engine) call(j *job) {
+	defer e.releaseSlot(j)
+	snap := j.snap
+	attempt, _, _, timeout := snap.InFlight()
+	ctx, cancel := context.WithCancelCause(e.stopping)
+	defer cancel(nil)
+	stopTimer := e.clock.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	defer stopTimer()
+	e.mu.Lock()
+	j.cancelCall = cancel
+	lost := j.lost
+	e.mu.Unlock()
+	if lost {
+		cancel(errLeaseLost)
+	}
+	e.metrics.calls.Inc()
+	res := e.cfg.Provider.Call(ctx, provider.Request{
+		ReviewID: j.id, Attempt: attempt, ContentClass: snap.Class(), ContentType: snap.ContentType(),
+		Content: j.payload.Content, Timeout: timeout,
+	})
+	e.metrics.calls.Dec()
+	e.mu.Lock()
+	j.cancelCall = nil
+	e.mu.Unlock()
+	j.answer = answerOf(attempt, res, context.Cause(ctx), e.clock.Now())
+}
+
+// answerOf is what a call's result means. A finding is kept whenever it
+// came (Conclude refuses one that came after the attempt's timeout, which
+// is counted, unlike a plain timeout); anything else that ends with the
+// call's context cancelled is our cancellation, classified by its cause,
+// not the provider's failure.
+func answerOf(attempt int, res provider.Result, cause error, at time.Time) *answer {
+	a := &answer{attempt: attempt, at: at}
+	if res.Outcome == provider.OutcomeFinding {
+		f := res.Finding
+		a.Finding = &f
+		a.Failure.Detail = res.Detail
+		return a
+	}
+	switch {
+	case errors.Is(cause, errAttemptTimeout) && res.Outcome == provider.OutcomeAccepted:
+		a.Failure = domain.AttemptFailure{Classification: domain.ClassDeadlineExceeded, Detail: "no callback before the attempt timeout"}
+	case errors.Is(cause, errAttemptTimeout):
+		a.Failure = domain.AttemptFailure{Classification: domain.ClassDeadlineExceeded, Detail: "no answer before the attempt timeout"}
+	case errors.Is(cause, ErrShutdown):
+		a.Failure = domain.AttemptFailure{Classification: domain.ClassCancelled, Detail: ErrShutdown.Error()}
+	case errors.Is(cause, errLeaseLost):
+		a.Failure = domain.AttemptFailure{Classification: domain.ClassStoreUnavailable, Detail: errLeaseLost.Error()}
+	case res.Outcome == provider.OutcomeAccepted:
+		a.async = true
+	default:
+		a.Failure = domain.AttemptFailure{Classification: res.Classification, Detail: res.Detail, RetryAfter: res.RetryAfter}
+	}
+	return a
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+var actorProvider = ledger.Actor{Name: "provider"}
+
+// HandleCallback verifies a provider's findings callback (Standard
+// Webhooks signature, 5-minute tolerance), de-duplicates it by its
+// webhook-id for its review, and commits its finding at the revision of the
+// attempt's AttemptStarted, with the review's work record released in the
+// same write. It works in whichever process the callback lands: the
+// review's owner need not be this one, and a review parked waiting for it
+// is not held by any.
+//
+// Errors: provider.ErrInvalidSignature (bad, missing or stale signature),
+// domain.ErrReviewNotFound, ErrConflictingCompletion (the attempt is not in
+// flight, the review moved on, or the append failed its expected-revision
+// check; each recorded as a conflicting completion), domain.ErrInvalidFinding
+// (the body is not a complete finding for the review). A delivery already
+// applied is answered nil again and changes nothing.
+func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error {
+	if e.cfg.Signer == nil {
+		return fmt.Errorf("no callback secret configured: %w", provider.ErrInvalidSignature)
+	}
+	now := e.clock.Now()
+	webhookID, err := e.cfg.Signer.Verify(header, body, now)
+	if err != nil {
+		return err
+	}
+	if err := domain.ValidateReviewID(reviewID); err != nil {
+		return fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
+	}
+	first, outcome, err := e.store.SeeDelivery(ctx, webhookID, reviewID, now)
+	if err != nil {
+		return err
+	}
+	if !first {
+		return e.redelivered(ctx, webhookID, reviewID, outcome, body)
+	}
+	err = e.applyCallback(ctx, reviewID, body)
+	switch {
+	case err == nil:
+		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
+	case errors.Is(err, ErrConflictingCompletion):
+		e.settle(ctx, webhookID, reviewID, work.DeliveryConflict)
+	case errors.Is(err, domain.ErrInvalidFinding):
+		e.settle(ctx, webhookID, reviewID, work.DeliveryInvalid)
+	default:
+		// Not found, or the store failed: let a redelivery try again.
+		if ferr := e.store.ForgetDelivery(context.WithoutCancel(ctx), webhookID, reviewID); ferr != nil {
+			e.log.Warn("forget callback delivery; a redelivery is checked against the ledger", "review_id", reviewID, "error", ferr.Error())
+		}
+	}
+	return err
+}
+
+// settle stores what became of a delivery, trying a few times. Should it
+// still fail, a redelivery finds no outcome and is answered from the
+// ledger (redelivered), so nothing is lost but the shortcut.
+func (e *Engine) settle(ctx context.Context, webhookID, reviewID, outcome string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	retry := newBackoff()
+	for {
+		err := e.store.SetDeliveryOutcome(ctx, webhookID, reviewID, outcome)
+		if err == nil {
+			return
+		}
+		if e.clock.Sleep(ctx, retry.next()) != nil {
+			e.metrics.storeErrors.Inc()
+			e.log.Warn("store callback outcome; a redelivery is checked against the ledger", "review_id", reviewID, "outcome", outcome, "error", err.Error())
+			return
+		}
+	}
+}
+
+// redelivered answers a delivery seen before: as it was answered then, or
+// from the ledger when no outcome was stored (a concurrent delivery still
+// in progress, or an outcome that could not be stored).
+func (e *Engine) redelivered(ctx context.Context, webhookID, reviewID, outcome string, body []byte) error {
+	switch outcome {
+	case work.DeliveryApplied:
+		return nil
+	case work.DeliveryInvalid:
+		return fmt.Errorf("webhook %s delivered again: %w", webhookID, domain.ErrInvalidFinding)
+	case work.DeliveryConflict:
+		return e.callbackConflict(ctx, reviewID, redelivery(body, "webhook delivered again"))
+	}
+	c := redelivery(body, "webhook delivered twice at once")
+	if applied, err := e.appliedByCallback(ctx, reviewID, c.Attempt, c.State); err != nil {
+		return err
+	} else if applied {
+		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
+		return nil
+	}
+	return e.callbackConflict(ctx, reviewID, c)
+}
+
+// appliedByCallback reports whether the review's ledger holds a callback's
+// finding for attempt with state.
+func (e *Engine) appliedByCallback(ctx context.Context, reviewID string, attempt int, state domain.Decision) (bool, error) {
+	h, err := e.ledger.History(ctx, reviewID)
+	if err != nil {
+		return false, err
+	}
+	for _, ent := range h.Events {
+		if f, ok := ent.Event.(domain.FindingReceived); ok && f.Source == domain.SourceCallback && f.Attempt == attempt && f.State == state {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte) error {
+	snap, err := e.ledger.Load(ctx, reviewID)
+	if err != nil {
+		return err
+	}
+	var cb provider.CallbackBody
+	if err := json.Unmarshal(body, &cb); err != nil {
+		return fmt.Errorf("callback body is not JSON: %w", domain.ErrInvalidFinding)
+	}
+	if cb.Attempt < 1 {
+		return fmt.Errorf("callback attempt must be at least 1, got %d: %w", cb.Attempt, domain.ErrInvalidFinding)
+	}
+	f := domain.Finding{ReviewID: cb.ReviewID, Attempt: cb.Attempt, State: domain.Decision(cb.State), Reasons: cb.Reasons}
+	if err := f.CheckComplete(reviewID); err != nil {
+		return err
+	}
+	now := e.clock.Now()
+	events, err := snap.RecordFinding(f, domain.SourceCallback, now)
+	c := domain.Conflict{Attempt: cb.Attempt, Source: domain.SourceCallback, State: f.State}
+	switch {
+	case errors.Is(err, domain.ErrNotPending):
+		c.Reason, c.Detail = domain.ConflictReviewMovedOn, "review is "+string(snap.State())
+		return e.refuseCallback(ctx, snap.Review, c)
+	case errors.Is(err, domain.ErrAttemptNotInFlight):
+		c.Reason, c.Detail = domain.ConflictAttemptNotInFlight, "attempt is not the one in flight"
+		return e.refuseCallback(ctx, snap.Review, c)
+	case err != nil:
+		return err
+	}
+	// snap is at the revision of the in-flight AttemptStarted: anything
+	// appended since fails this append.
+	done, err := e.ledger.AppendWith(ctx, snap, actorProvider, work.Change{Op: work.Release, ReviewID: reviewID}, events...)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		c.Reason, c.Detail = domain.ConflictWrongExpectedVersion, "review moved before the finding was committed"
+		return e.callbackConflict(ctx, reviewID, c)
+	}
+	if err != nil {
+		return err
+	}
+	e.forget(reviewID)
+	e.recorded(done.Review, events, now, actorProvider)
+	return nil
+}
+
+// callbackConflict loads the review as it stands now, records a
+// conflicting completion from a callback and returns
+// ErrConflictingCompletion.
+func (e *Engine) callbackConflict(ctx context.Context, reviewID string, c domain.Conflict) error {
+	snap, err := e.ledger.Load(ctx, reviewID)
+	if err != nil {
+		return err
+	}
+	return e.refuseCallback(ctx, snap.Review, c)
+}
+
+// refuseCallback records a conflicting completion from a callback against
+// r, the review as it stands, and returns ErrConflictingCompletion.
+func (e *Engine) refuseCallback(ctx context.Context, r *domain.Review, c domain.Conflict) error {
+	e.conflict(ctx, r, actorProvider, c)
+	return fmt.Errorf("review %q attempt %d: %s: %w", r.ID(), c.Attempt, c.Detail, ErrConflictingCompletion)
+}
+
+// redelivery describes a callback delivery refused again: the attempt and
+// state its body names, when it can be read.
+func redelivery(body []byte, detail string) domain.Conflict {
+	var cb provider.CallbackBody
+	_ = json.Unmarshal(body, &cb) // an unreadable body names attempt 0
+	c := domain.Conflict{Attempt: max(cb.Attempt, 0), Source: domain.SourceCallback, Reason: domain.ConflictDuplicateDelivery, Detail: detail}
+	if d := domain.Decision(cb.State); d.Valid() {
+		c.State = d
+	}
+	return c
+}
+
+// conflict logs and counts a conflicting completion and records it in the
+// review's conflict stream (ConflictingCompletionRecorded), where auditors
+// and the SLO read model find it. It changes nothing in the review. r is
+// the review as it stands when the completion is refused. A conflict that
+// cannot be recorded is logged: the refusal stands either way.
+func (e *Engine) conflict(ctx context.Context, r *domain.Review, actor ledger.Actor, c domain.Conflict) {
+	now := e.clock.Now()
+	e.metrics.conflicts.WithLabelValues(c.Source).Inc()
+	e.log.Warn("conflicting completion", "review_id", r.ID(), "attempt", c.Attempt, "outcome", "conflicting_completion",
+		"source", c.Source, "reason", string(c.Reason), "detail", c.Detail, "remaining_budget_ms", max(0, r.Remaining(now).Milliseconds()))
+	ev, err := r.RecordConflict(c, now)
+	if err == nil {
+		err = e.ledger.RecordConflict(context.WithoutCancel(ctx), ev, actor)
+	}
+	if err != nil {
+		e.metrics.storeErrors.Inc()
+		e.log.Error("record conflicting completion", "review_id", r.ID(), "attempt", c.Attempt, "error", err.Error())
+	}
+}

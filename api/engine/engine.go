@@ -1,0 +1,344 @@
+// Package engine is the review engine: it takes submissions, owns and works
+// each review on the automated path (attempts against the provider within
+// one end-to-end deadline, findings committed only at the revision their
+// attempt started at, escalation of what runs out), and applies signed
+// provider callbacks.
+//
+// What a review needs next is decided by domain.Next; the engine carries
+// the steps out. A review is worked by the process holding its work record's
+// lease (package work); a review waiting (backoff, Retry-After, a callback)
+// is parked in its record, holding no goroutine and no worker, and is woken
+// by a timer here or by any process's poll. docs/engine.md describes the
+// design.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// Errors returned by the Engine.
+var (
+	// ErrConflictingCompletion: a finding that cannot be committed because
+	// its attempt is no longer the one in flight, the review moved on, or
+	// its append failed the expected-revision check. It changes nothing.
+	ErrConflictingCompletion = errors.New("conflicting completion")
+	// ErrShutdown is the cause given to the calls in progress when the
+	// engine stops: their attempts end as cancelled and the reviews stay
+	// pending for the next owner, never escalated.
+	ErrShutdown = errors.New("engine shutting down")
+	// ErrInvalidConfig names the engine setting at fault.
+	ErrInvalidConfig = errors.New("invalid engine configuration")
+)
+
+// Pub/sub backends carrying work hints between processes.
+const (
+	PubSubGoChannel = "gochannel"
+	PubSubPostgres  = "postgres"
+	PubSubNATS      = "nats"
+)
+
+// Config configures an Engine. Dependencies first, then settings; zero
+// settings take the documented defaults.
+type Config struct {
+	Policy domain.Policy
+	// Store keeps the work records, content and callback deliveries;
+	// Ledger must be built on it (ledger.Options{Committer: Store}), so
+	// that a review's events and its record change together.
+	Store    work.Store
+	Ledger   *ledger.Ledger
+	Provider provider.Provider
+	// Signer verifies callbacks; without one every callback is refused as
+	// ErrInvalidSignature.
+	Signer *provider.Signer
+	// Pool is the database of the postgres pub/sub; needed only for it.
+	Pool    *pgxpool.Pool
+	Logger  *slog.Logger          // default slog.Default()
+	Metrics prometheus.Registerer // nil: metrics are kept but not registered
+	Clock   Clock                 // default SystemClock
+
+	// Owner names this process in the work records it holds. Default:
+	// host name, process ID and a random suffix.
+	Owner string
+	// ProviderName labels the retry budget and metrics. Default "provider".
+	ProviderName string
+	// Calls bounds the provider calls made at once. Default 256.
+	Calls int
+	// PubSub is gochannel (default), postgres or nats; NATSURL the NATS
+	// server (default nats://127.0.0.1:4222); Topic the work topic
+	// (default "reviewledger_review_work").
+	PubSub  string
+	NATSURL string
+	Topic   string
+	// Lease is how long a work record stays held without renewal. Default
+	// 5s; renewed every Lease/5. A process that dies releases its reviews
+	// by lease expiry.
+	Lease time.Duration
+	// PollInterval is how often due records are looked for when no hint
+	// or timer wakes the engine. Default 1s.
+	PollInterval time.Duration
+	// SweepInterval is how often past-deadline reviews are escalated.
+	// Default 5s. SweepGrace lets a live owner record its own outcome at
+	// the deadline first. Default 500ms.
+	SweepInterval time.Duration
+	SweepGrace    time.Duration
+	// RetryBudget is the share of recent attempts that may be retries.
+	// Default 0.2. RetryBudgetWindow (default 10s) is "recent";
+	// RetryBudgetMinRetries (default 50) retries are always allowed per
+	// window.
+	RetryBudget           float64
+	RetryBudgetWindow     time.Duration
+	RetryBudgetMinRetries int
+	// PayloadRetention is how long content is kept after submission; it
+	// is purged only once its review left the automated path. Default 720h.
+	PayloadRetention time.Duration
+	// PurgeInterval is how often content and old deliveries are purged.
+	// Default 1h.
+	PurgeInterval time.Duration
+	// StopTimeout bounds the writes of a stopping engine (closing its
+	// attempts, releasing its leases). Default 10s.
+	StopTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{
+		{&c.Lease, 5 * time.Second}, {&c.PollInterval, time.Second}, {&c.SweepInterval, 5 * time.Second},
+		{&c.SweepGrace, 500 * time.Millisecond}, {&c.RetryBudgetWindow, 10 * time.Second},
+		{&c.PayloadRetention, 720 * time.Hour}, {&c.PurgeInterval, time.Hour}, {&c.StopTimeout, 10 * time.Second},
+	}
+	for _, d := range defaults {
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if c.ProviderName == "" {
+		c.ProviderName = "provider"
+	}
+	if c.Calls == 0 {
+		c.Calls = 256
+	}
+	if c.PubSub == "" {
+		c.PubSub = PubSubGoChannel
+	}
+	if c.NATSURL == "" {
+		c.NATSURL = "nats://127.0.0.1:4222"
+	}
+	if c.Topic == "" {
+		c.Topic = "reviewledger_review_work"
+	}
+	if c.RetryBudget == 0 {
+		c.RetryBudget = 0.2
+	}
+	if c.RetryBudgetMinRetries == 0 {
+		c.RetryBudgetMinRetries = 50
+	}
+}
+
+// Validate names the first setting at fault.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
+	}
+	switch {
+	case c.Store == nil || c.Ledger == nil || c.Provider == nil:
+		return bad("engine: Store, Ledger and Provider are required")
+	case c.PubSub == PubSubPostgres && c.Pool == nil:
+		return bad("engine: Pool is required with REVIEWLEDGER_PUBSUB=postgres")
+	case c.Calls < 1:
+		return bad("REVIEWLEDGER_WORKERS must be at least 1, got %d", c.Calls)
+	case c.PubSub != PubSubGoChannel && c.PubSub != PubSubPostgres && c.PubSub != PubSubNATS:
+		return bad("REVIEWLEDGER_PUBSUB must be gochannel, postgres or nats, got %q", c.PubSub)
+	case c.Lease < 100*time.Millisecond:
+		return bad("REVIEWLEDGER_LEASE must be at least 100ms, got %s", c.Lease)
+	case c.PollInterval < 0 || c.SweepInterval < 0 || c.SweepGrace < 0 || c.PurgeInterval < 0 || c.StopTimeout < 0:
+		return bad("engine intervals must not be negative")
+	case c.RetryBudget < 0 || c.RetryBudget > 1:
+		return bad("REVIEWLEDGER_RETRY_BUDGET must be between 0 and 1, got %v", c.RetryBudget)
+	case c.RetryBudgetWindow < 0 || c.RetryBudgetMinRetries < 0:
+		return bad("REVIEWLEDGER_RETRY_BUDGET_WINDOW and _MIN_RETRIES must not be negative")
+	case c.PayloadRetention < 0:
+		return bad("REVIEWLEDGER_PAYLOAD_RETENTION must be positive, got %s", c.PayloadRetention)
+	}
+	return c.Policy.Validate()
+}
+
+// Engine is the review engine. Create it with New; Run works the reviews.
+type Engine struct {
+	cfg     Config
+	ledger  *ledger.Ledger
+	store   work.Store
+	log     *slog.Logger
+	clock   Clock
+	metrics *metrics
+	budget  *retryBudget
+
+	calls chan struct{} // provider call slots
+
+	mu   sync.Mutex
+	jobs map[string]*job // reviews this process is working or has parked
+	// active counts the jobs being worked; their goroutines are jobs.
+	active    int
+	working   sync.WaitGroup
+	parked    timers        // wake-ups of parked jobs
+	timerWake chan struct{} // a wake-up earlier than the timer loop's
+	cached    int           // bytes of content kept for parked jobs
+	hints     hints
+
+	// stopping is cancelled (cause ErrShutdown) when Run's context ends:
+	// no step starts after it; calls in progress are cancelled.
+	stopping context.Context
+	stop     context.CancelCauseFunc
+	stopAt   atomic.Int64 // unix nanoseconds of the stop
+	running  atomic.Bool
+
+	publisher  message.Publisher
+	subscriber message.Subscriber
+	closePub   func() error
+	pubMu      sync.RWMutex // guards publishing against closePub
+	pubClosed  bool
+
+	outstanding outstanding
+}
+
+// New validates cfg and returns an Engine. Submit works at once; reviews
+// are worked when Run is called.
+func New(cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:       cfg,
+		ledger:    cfg.Ledger,
+		store:     cfg.Store,
+		log:       cfg.Logger,
+		clock:     cfg.Clock,
+		metrics:   m,
+		budget:    newRetryBudget(cfg.RetryBudget, cfg.RetryBudgetWindow, cfg.RetryBudgetMinRetries),
+		calls:     make(chan struct{}, cfg.Calls),
+		jobs:      make(map[string]*job),
+		timerWake: make(chan struct{}, 1),
+	}
+	e.hints.init()
+	e.stopping, e.stop = context.WithCancelCause(context.Background())
+	if err := e.openPubSub(); err != nil {
+		return nil, err
+	}
+	closePub := e.closePub
+	e.closePub = func() error {
+		e.pubMu.Lock()
+		defer e.pubMu.Unlock()
+		if e.pubClosed {
+			return nil
+		}
+		e.pubClosed = true
+		return closePub()
+	}
+	return e, nil
+}
+
+// Owner returns the name this process holds work records under.
+func (e *Engine) Owner() string { return e.cfg.Owner }
+
+// InFlight returns the number of reviews being worked by this process now.
+func (e *Engine) InFlight() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.active
+}
+
+// capacity is how many more reviews this process may take: twice its
+// call slots, so that reviews committing a step do not leave slots idle.
+func (e *Engine) capacity() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return max(0, 2*e.cfg.Calls-e.active)
+}
+
+// Run works reviews until ctx is done: it takes hinted and due work, wakes
+// parked reviews, renews its leases, sweeps past-deadline reviews and purges
+// old content. Then it stops in order: no new work is taken, the calls in
+// progress are cancelled (their attempts closed as cancelled, the reviews
+// left pending and due at once for the next owner), the leases still held
+// are released, and Run returns once every review it worked is written,
+// within Config.StopTimeout. Run may be called once.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("engine: Run called twice")
+	}
+	defer e.closePub() //nolint:errcheck // closing on the way out
+	router, routerDone, err := e.startRouter()
+	if err != nil {
+		return err
+	}
+	// Leases are renewed until every review worked here is written, after
+	// the other loops stop.
+	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	var loops, renewing sync.WaitGroup
+	renewing.Go(func() { e.renewLoop(renewCtx) })
+	loops.Go(func() { e.claimLoop(ctx) })
+	loops.Go(func() { e.timerLoop(ctx) })
+	loops.Go(func() { e.sweepLoop(ctx) })
+	loops.Go(func() { e.purgeLoop(ctx) })
+	<-ctx.Done()
+
+	closeErr := e.stopRouter(router, routerDone)
+	e.stopAt.Store(e.clock.Now().UnixNano())
+	e.stop(ErrShutdown)
+	loops.Wait()
+	e.working.Wait()
+	stopRenewing()
+	renewing.Wait()
+	e.releaseAll()
+	if closeErr != nil {
+		return fmt.Errorf("engine: close dispatch: %w", closeErr)
+	}
+	return nil
+}
+
+// stoppedAt is when the engine began to stop.
+func (e *Engine) stoppedAt() time.Time { return time.Unix(0, e.stopAt.Load()) }
+
+// releaseAll gives up the leases this process still holds (reviews taken
+// but not started when the engine stopped), so the next owner need not
+// wait for them to expire.
+func (e *Engine) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StopTimeout)
+	defer cancel()
+	if err := e.store.Release(ctx, e.cfg.Owner, nil, e.clock.Now()); err != nil {
+		e.log.Warn("release leases on stop; they expire by themselves", "error", err.Error())
+	}
+}

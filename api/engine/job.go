@@ -1,0 +1,348 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/work"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+var (
+	actorEngine  = ledger.Actor{Name: "engine"}
+	actorSweeper = ledger.Actor{Name: "sweeper"}
+)
+
+// job is a review this process works or has parked. Its state stays in
+// memory between steps; it is reloaded only when an append fails its check.
+type job struct {
+	id       string
+	deadline time.Time
+	snap     *ledger.Snapshot // nil: load before the next step
+	payload  *work.Payload    // nil: read when an attempt is to start
+	awaiting int              // the attempt whose callback the review waits for
+	sweep    bool             // taken by the deadline sweeper
+	answer   *answer          // the answer of the attempt in flight, not yet recorded
+	slot     bool             // holds a call slot for the attempt it starts
+
+	// Under Engine.mu:
+	parked     bool
+	dueAt      time.Time // parked: when it is due again
+	leaseUntil time.Time // working: when this process stops calling for it
+	heldSince  time.Time // working: when this process knew it held the lease (its claim or creation returned)
+	lost       bool      // working: the lease was found held by another, or gone
+	cancelCall context.CancelCauseFunc
+	onDone     func() // called once the job's goroutine ends
+}
+
+// answer is what one call came to, kept until it is recorded.
+type answer struct {
+	attempt int
+	domain.Answer
+	at    time.Time
+	async bool // accepted for asynchronous review (202)
+}
+
+// work carries out the steps of j until it parks, leaves the automated
+// path, or the engine gives it up (stopping, or the lease lost). Store
+// errors are retried with backoff: a transient fault never abandons a
+// review.
+func (e *Engine) work(j *job) {
+	defer e.done(j)
+	retry := newBackoff()
+	for {
+		more, err := e.step(j)
+		if err == nil {
+			if !more {
+				return
+			}
+			retry.reset()
+			continue
+		}
+		e.releaseSlot(j)
+		e.metrics.storeErrors.Inc()
+		wait := retry.next()
+		e.log.Warn("review step failed; retrying", "review_id", j.id, "error", err.Error(), "retry_in_ms", wait.Milliseconds())
+		if !e.pause(j, wait) {
+			return
+		}
+	}
+}
+
+// pause waits before a step is tried again. A stopping engine still tries
+// to record an answer it holds, until Config.StopTimeout after the stop;
+// with nothing to record it gives the review up at once (it stays where
+// the store has it, and the lease is released or expires).
+func (e *Engine) pause(j *job, wait time.Duration) bool {
+	if e.clock.Sleep(e.stopping, wait) == nil {
+		return true
+	}
+	if j.answer == nil || e.clock.Now().After(e.stoppedAt().Add(e.cfg.StopTimeout)) {
+		return false
+	}
+	return e.clock.Sleep(context.Background(), wait) == nil
+}
+
+// step carries out one step of j: it records the answer of the attempt
+// in flight, if any, with whatever Next says follows (closing a lost
+// attempt, escalating, starting the next attempt, parking, leaving the
+// automated path), in one append with the change to the work record. It
+// returns false when the job's goroutine is done.
+func (e *Engine) step(j *job) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.stopping), e.cfg.StopTimeout)
+	defer cancel()
+	if j.snap == nil {
+		snap, err := e.ledger.Load(ctx, j.id)
+		switch {
+		case errors.Is(err, domain.ErrReviewNotFound):
+			return false, e.giveUp(ctx, j)
+		case err != nil:
+			return false, err
+		}
+		j.snap = snap
+	}
+	lost := e.isLost(j)
+	if j.answer == nil && (lost || e.stopping.Err() != nil) {
+		return false, nil // nothing to record; the next owner carries on
+	}
+	now := e.clock.Now()
+	events, refused := e.conclude(j)
+	p, err := e.plan(ctx, j, events, now, lost)
+	if err != nil {
+		return false, err
+	}
+	snap, err := e.commit(ctx, j, p)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		e.releaseSlot(j)
+		if j.answer != nil && j.answer.Finding != nil && refused == nil {
+			e.conflict(ctx, e.current(ctx, j), actorEngine, domain.Conflict{Attempt: j.answer.attempt, Source: domain.SourceResponse,
+				Reason: domain.ConflictWrongExpectedVersion, State: j.answer.Finding.State, Detail: "review moved while the attempt ran"})
+		}
+		j.snap, j.answer = nil, nil
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if refused != nil {
+		e.conflict(ctx, j.snap.Review, actorEngine, *refused)
+	}
+	e.recorded(p.after, p.events, now, p.actor)
+	j.snap, j.answer = snap, nil
+	if lost {
+		return false, nil
+	}
+	return e.carry(j, p), nil
+}
+
+// plan is what one step writes: the events (an attempt's conclusion, and
+// the steps Next folds in that are only ledger writes: closing a lost
+// attempt, escalating, starting an attempt) and the step it ends on, which
+// says what becomes of the work record.
+type plan struct {
+	events []domain.Event
+	step   domain.Step
+	after  *domain.Review // the review once events are applied
+	actor  ledger.Actor
+	// keep: the work record is left as it is (the lease was lost: whoever
+	// holds the review now carries on).
+	keep bool
+}
+
+// plan asks Next what j needs after events until a step that is not only
+// a ledger write: start (its AttemptStarted included), wait or none. With
+// hold (the lease lost), the answer's events are all it writes.
+func (e *Engine) plan(ctx context.Context, j *job, events []domain.Event, now time.Time, hold bool) (plan, error) {
+	r := j.snap.Review.Clone()
+	for _, ev := range events {
+		if err := r.Apply(r.Version()+1, ev); err != nil {
+			return plan{}, fmt.Errorf("review %q: conclusion does not apply: %w", j.id, err)
+		}
+	}
+	p := plan{events: events, after: r, actor: actorEngine, step: domain.Step{Kind: domain.StepNone}}
+	if j.sweep {
+		p.actor = actorSweeper
+	}
+	if hold {
+		p.keep = true
+		return p, nil
+	}
+	for range 8 {
+		st, err := e.next(ctx, j, r, now)
+		if err != nil {
+			return plan{}, err
+		}
+		p.step = st
+		if st.Kind == domain.StepWait || st.Kind == domain.StepNone {
+			return p, nil
+		}
+		evs, err := r.EventsFor(st, now)
+		if err != nil {
+			return plan{}, fmt.Errorf("review %q: %s: %w", j.id, st.Kind, err)
+		}
+		for _, ev := range evs {
+			if err := r.Apply(r.Version()+1, ev); err != nil {
+				return plan{}, fmt.Errorf("review %q: %s does not apply: %w", j.id, st.Kind, err)
+			}
+		}
+		p.events = append(p.events, evs...)
+		if st.Kind == domain.StepStart {
+			return p, nil
+		}
+	}
+	return plan{}, fmt.Errorf("review %q: no step to stop at after %d events", j.id, len(p.events))
+}
+
+// next asks the decider, gathering what it needs only when it needs it:
+// for an attempt about to start, the content, the retry budget (taken now,
+// where it is counted) and a call slot. A stopping engine starts nothing:
+// the review waits, due at once, for the next owner.
+func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Time) (domain.Step, error) {
+	f := domain.Facts{RetryAllowed: true, Awaiting: j.awaiting, Sweep: j.sweep}
+	st := domain.Next(r, now, f)
+	if st.Kind != domain.StepStart {
+		return st, nil
+	}
+	if e.stopping.Err() != nil {
+		return domain.Step{Kind: domain.StepWait, Until: now}, nil
+	}
+	if err := e.loadPayload(ctx, j, r); err != nil {
+		return domain.Step{}, err
+	}
+	if j.payload == nil {
+		f.PayloadMissing = true
+		return domain.Next(r, now, f), nil
+	}
+	if !e.leaseLeft(j, now) {
+		return domain.Step{}, errLeaseShort
+	}
+	if st.Retry && !e.budget.take(now) {
+		e.metrics.retryBudgetExhausted.WithLabelValues(e.cfg.ProviderName).Inc()
+		f.RetryAllowed = false
+		return domain.Next(r, now, f), nil
+	}
+	if !st.Retry {
+		e.budget.record(now)
+	}
+	e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
+	if !e.takeSlot(j) {
+		return domain.Step{Kind: domain.StepWait, Until: now}, nil
+	}
+	return st, nil
+}
+
+// errLeaseShort: the lease has too little time left to start a call; the
+// renewal is failing. The step is retried (the lease may be renewed yet).
+var errLeaseShort = errors.New("lease too short to start an attempt")
+
+// loadPayload reads j's content when it is not in memory; j.payload stays
+// nil when none is stored, or it is not the content the ledger recorded.
+func (e *Engine) loadPayload(ctx context.Context, j *job, r *domain.Review) error {
+	if j.payload != nil && j.payload.Digest != r.PayloadDigest() {
+		j.payload = nil
+	}
+	if j.payload != nil {
+		return nil
+	}
+	pl, err := e.store.Payload(ctx, j.id)
+	switch {
+	case errors.Is(err, work.ErrPayloadMissing):
+		return nil
+	case err != nil:
+		return err
+	case pl.Digest == r.PayloadDigest():
+		j.payload = &pl
+	}
+	return nil
+}
+
+// commit writes the plan's events with the change the step it ends on
+// makes to the work record: none for a start (the lease is kept), a park
+// for a wait, a release when the review leaves the automated path. A plan
+// without events changes the record alone.
+func (e *Engine) commit(ctx context.Context, j *job, p plan) (*ledger.Snapshot, error) {
+	change := work.Change{ReviewID: j.id, Owner: e.cfg.Owner}
+	switch {
+	case p.keep:
+	case p.step.Kind == domain.StepWait:
+		change.Op, change.Until = work.Park, p.step.Until
+		if n, _, _, _ := p.after.InFlight(); n != 0 && n == j.awaiting {
+			change.Awaiting = n
+		}
+	case p.step.Kind == domain.StepNone:
+		change.Op = work.Release
+	}
+	if len(p.events) > 0 {
+		return e.ledger.AppendWith(ctx, j.snap, p.actor, change, p.events...)
+	}
+	switch change.Op {
+	case work.Park:
+		return j.snap, e.store.Park(ctx, e.cfg.Owner, j.id, change.Until, change.Awaiting)
+	case work.Release:
+		return j.snap, e.store.Done(ctx, j.id)
+	}
+	return j.snap, nil
+}
+
+// carry does what the step the plan ended on says, once it is written: it
+// reports whether the job goes on.
+func (e *Engine) carry(j *job, p plan) bool {
+	switch p.step.Kind {
+	case domain.StepStart:
+		e.call(j)
+		return true
+	case domain.StepWait:
+		e.park(j, p.step.Until)
+	default:
+		e.finish(j)
+	}
+	return false
+}
+
+// conclude turns the answer of j's attempt into its events. An answer the
+// review cannot take any more is refused: the conflict is recorded once the
+// step is written.
+func (e *Engine) conclude(j *job) ([]domain.Event, *domain.Conflict) {
+	a := j.answer
+	switch {
+	case a == nil:
+		return nil, nil
+	case a.async:
+		j.awaiting, j.answer = a.attempt, nil
+		return nil, nil
+	}
+	events, refused, err := j.snap.Conclude(a.attempt, a.Answer, a.at)
+	if err != nil {
+		// The attempt is no longer in flight and the answer is no finding:
+		// whoever closed it recorded how; there is nothing to add.
+		j.answer = nil
+		return nil, nil
+	}
+	return events, refused
+}
+
+// giveUp handles a work record whose review has no stream: a submission
+// that did not get as far as creating it, on a ledger outside the
+// database. Before the deadline it may still come (its submitter hints
+// it then); after, the record is deleted.
+func (e *Engine) giveUp(ctx context.Context, j *job) error {
+	now := e.clock.Now()
+	if now.After(j.deadline.Add(e.cfg.SweepGrace)) {
+		return e.store.Done(ctx, j.id)
+	}
+	return e.store.Park(ctx, e.cfg.Owner, j.id, j.deadline.Add(e.cfg.SweepGrace), 0)
+}
+
+// current reloads j's review for the record of a conflict; the snapshot
+// in memory when it cannot be read.
+func (e *Engine) current(ctx context.Context, j *job) *domain.Review {
+	snap, err := e.ledger.Load(ctx, j.id)
+	if err != nil {
+		return j.snap.Review
+	}
+	return snap.Review
+}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	submitted            *prometheus.CounterVec
+	attempts             *prometheus.CounterVec
+	budgetExhausted      *prometheus.CounterVec
+	conflicts            *prometheus.CounterVec
+	escalations          *prometheus.CounterVec
+	claimed              *prometheus.CounterVec
+	inFlight             prometheus.Gauge
+	parked               prometheus.Gauge
+	calls                prometheus.Gauge
+	finished             prometheus.Counter
+	storeErrors          prometheus.Counter
+	leasesLost           prometheus.Counter
+	retryBudgetExhausted *prometheus.CounterVec
+	retryWindowAttempts  *prometheus.GaugeVec
+	retryWindowRetries   *prometheus.GaugeVec
+	swept                prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns, sub = "reviewledger", "engine"
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
+	}
+	gauges := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	m := &metrics{
+		submitted:            counters("reviews_submitted_total", "Reviews created, by content class.", "content_class"),
+		attempts:             counters("attempts_total", "Provider attempts by outcome (finding, finding_callback, or the failure classification).", "outcome"),
+		budgetExhausted:      counters("budget_exhaustions_total", "Reviews escalated because their end-to-end budget ran out, by content class.", "content_class"),
+		conflicts:            counters("conflicting_completions_total", "Findings refused because their attempt was no longer in flight, by source (response, callback).", "source"),
+		escalations:          counters("escalations_total", "Reviews that left the automated path by escalation, by reason.", "reason"),
+		claimed:              counters("claims_total", "Work records this process took, by how it found them (hint, poll, sweep).", "via"),
+		inFlight:             gauge("in_flight_reviews", "Reviews being worked by this process now."),
+		parked:               gauge("parked_reviews", "Reviews this process parked and will wake (waiting for a backoff, a Retry-After or a callback)."),
+		calls:                gauge("provider_calls_in_flight", "Provider calls being made by this process now."),
+		finished:             counter("reviews_finished_total", "Reviews whose automated path this process ended (decided, escalated or handed to a moderator)."),
+		storeErrors:          counter("store_errors_total", "Failed writes or reads of the ledger or the work records, retried with backoff."),
+		leasesLost:           counter("leases_lost_total", "Provider calls stopped because their review's lease could not be renewed in time, or was found taken."),
+		retryBudgetExhausted: counters("retry_budget_exhausted_total", "Retries refused because the provider's retry budget was spent.", "provider"),
+		retryWindowAttempts:  gauges("retry_budget_window_attempts", "Attempts in the retry budget's sliding window.", "provider"),
+		retryWindowRetries:   gauges("retry_budget_window_retries", "Retries in the retry budget's sliding window.", "provider"),
+		swept:                counter("swept_reviews_total", "Reviews escalated by the deadline sweeper."),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.submitted, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
+		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted,
+		m.retryWindowAttempts, m.retryWindowRetries, m.swept} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			return nil, fmt.Errorf("engine: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeBudget(b *retryBudget, now time.Time, name string) {
+	attempts, retries := b.snapshot(now)
+	m.retryWindowAttempts.WithLabelValues(name).Set(float64(attempts))
+	m.retryWindowRetries.WithLabelValues(name).Set(float64(retries))
+}

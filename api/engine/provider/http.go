@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+)
+
+// maxAnswerBytes bounds how much of a provider's answer is read.
+const maxAnswerBytes = 1 << 20
+
+// HTTP is the provider protocol of DESIGN 5.4: one POST per attempt, with
+// Idempotency-Key set to the review ID on every attempt and X-Review-Attempt
+// to the attempt number. The request is cancelled when ctx is done, which
+// the engine arranges at the attempt's timeout.
+type HTTP struct {
+	url    string
+	client *http.Client
+	now    func() time.Time
+}
+
+// HTTPConfig configures the http provider.
+type HTTPConfig struct {
+	// URL is the provider's endpoint (REVIEWLEDGER_PROVIDER_URL).
+	URL string
+	// Client sends the requests; a client without redirects when nil.
+	Client *http.Client
+	// Now reads the clock for Retry-After dates; time.Now when nil.
+	Now func() time.Time
+}
+
+// ErrInvalidURL is returned by NewHTTP for a missing or malformed URL.
+var ErrInvalidURL = errors.New("invalid provider url")
+
+// NewHTTP returns the http provider.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("REVIEWLEDGER_PROVIDER_URL %q must be an absolute http or https URL: %w", cfg.URL, ErrInvalidURL)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{
+			// A redirect is not in the protocol: it is answered like any
+			// other unexpected status, never followed.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &HTTP{url: cfg.URL, client: cfg.Client, now: cfg.Now}, nil
+}
+
+type httpRequestBody struct {
+	ReviewID     string `json:"review_id"`
+	Attempt      int    `json:"attempt"`
+	ContentClass string `json:"content_class"`
+	ContentType  string `json:"content_type"`
+	Content      string `json:"content"`
+}
+
+type httpFinding struct {
+	ReviewID string   `json:"review_id"`
+	State    string   `json:"state"`
+	Reasons  []string `json:"reasons"`
+}
+
+// Call makes one attempt. Each answer is handled as the table of DESIGN
+// 5.4 says; the result never carries content.
+func (p *HTTP) Call(ctx context.Context, req Request) Result {
+	body, err := json.Marshal(httpRequestBody{
+		ReviewID: req.ReviewID, Attempt: req.Attempt, ContentClass: req.ContentClass,
+		ContentType: req.ContentType, Content: string(req.Content),
+	})
+	if err != nil {
+		return Failure(domain.ClassTransportError, "encode request")
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return Failure(domain.ClassTransportError, "build request")
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Idempotency-Key", req.ReviewID)
+	hr.Header.Set("X-Review-Attempt", strconv.Itoa(req.Attempt))
+	// One attempt is one request. net/http resends a request carrying an
+	// Idempotency-Key on a connection that dies before an answer when it
+	// can rewind the body; without GetBody it cannot, so the attempt fails
+	// as a transport error and the control path decides about a retry.
+	hr.GetBody = nil
+	resp, err := p.client.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Failure(domain.ClassDeadlineExceeded, "request cancelled")
+		}
+		return Failure(domain.ClassTransportError, "connection error")
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Failure(domain.ClassDeadlineExceeded, "answer cut off at the timeout")
+		}
+		return Failure(domain.ClassTransportError, "reading answer")
+	}
+	detail := "http " + strconv.Itoa(resp.StatusCode)
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+		var f httpFinding
+		if err := json.Unmarshal(answer, &f); err != nil {
+			return Failure(domain.ClassInvalidFinding, "http 200, body is not a finding")
+		}
+		return Result{Outcome: OutcomeFinding, Detail: detail, Finding: domain.Finding{
+			ReviewID: f.ReviewID, Attempt: req.Attempt, State: domain.Decision(f.State), Reasons: f.Reasons,
+		}}
+	case code == http.StatusAccepted:
+		return Result{Outcome: OutcomeAccepted, Detail: detail}
+	case code == http.StatusTooManyRequests:
+		r := Failure(domain.ClassRateLimited, detail)
+		r.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), p.now())
+		return r
+	case code == http.StatusServiceUnavailable:
+		r := Failure(domain.ClassProviderUnavailable, detail)
+		r.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), p.now())
+		return r
+	case code >= 400 && code < 500:
+		return Failure(domain.ClassProviderRefused, detail)
+	case code >= 500:
+		return Failure(domain.ClassProviderUnavailable, detail)
+	default:
+		// 1xx, 3xx and 2xx other than 200 and 202 carry no finding.
+		return Failure(domain.ClassInvalidFinding, detail)
+	}
+}
+
+// retryAfter parses a Retry-After value, delay-seconds or an HTTP-date,
+// relative to now. Anything unparsable or in the past is zero.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		// Far beyond any budget; capped so the multiplication cannot overflow.
+		return time.Duration(min(secs, 1<<31)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/reviewledger/reviewledger/api/engine/work"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// SubmitRequest is a review to open.
+type SubmitRequest struct {
+	ReviewID, ContentClass, ContentType string
+	Content                             []byte
+	Actor                               ledger.Actor
+}
+
+// Digest is the payload digest recorded in Submitted: "sha256:<hex>".
+func Digest(content []byte) string {
+	sum := sha256.Sum256(content)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Submit validates a submission and creates the review: its Submitted
+// event (expected revision NoStream), its content and its work record,
+// all or nothing where the store is atomic. It returns once the review is
+// durable. A review submitted while this process runs workers with room
+// to spare is held by this process from that first write and worked at
+// once; otherwise its ID is published to the work topic for whichever
+// process takes it (and any process's poll finds it regardless).
+//
+// Submitting the same review again (same ID, class, content type and
+// content) returns the review with created false, and makes sure a pending
+// one has a work record and is hinted.
+//
+// Errors: *domain.FieldError wrapping domain.ErrInvalidReviewID,
+// domain.ErrUnknownClass for a class not in the policy, domain.ErrReviewExists
+// for the same ID with another class, content type or content.
+func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (*ledger.Snapshot, bool, error) {
+	if err := domain.ValidateReviewID(req.ReviewID); err != nil {
+		return nil, false, err
+	}
+	class, err := e.cfg.Policy.Class(req.ContentClass)
+	if err != nil {
+		return nil, false, err
+	}
+	now := e.clock.Now()
+	pl := work.Payload{Digest: Digest(req.Content), ContentType: req.ContentType, Content: req.Content}
+	ev, err := domain.Submit(domain.SubmitCommand{
+		ReviewID: req.ReviewID, ContentClass: req.ContentClass, ContentType: req.ContentType,
+		PayloadDigest: pl.Digest, PayloadBytes: len(req.Content), Policy: class,
+		SubmittedBy: req.Actor.Name, Now: now,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !e.store.Atomic() {
+		// The record is written before the stream here: a review that
+		// exists must be answered without writing one for it again.
+		if existing, err := e.ledger.Load(ctx, req.ReviewID); err == nil {
+			return e.resubmitted(ctx, existing, req, pl.Digest)
+		} else if !errors.Is(err, domain.ErrReviewNotFound) {
+			return nil, false, err
+		}
+	}
+	change := work.Change{Op: work.Create, ReviewID: req.ReviewID, Deadline: ev.Deadline, Payload: pl, At: now}
+	owned := e.running.Load() && e.stopping.Err() == nil && e.store.Atomic() && e.capacity() > 0
+	if owned {
+		change.Owner, change.LeaseUntil = e.cfg.Owner, now.Add(e.cfg.Lease)
+	}
+	snap, err := e.ledger.CreateWith(ctx, ev, req.Actor, change)
+	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		existing, err := e.ledger.Load(ctx, req.ReviewID)
+		if err != nil {
+			return nil, false, err
+		}
+		return e.resubmitted(ctx, existing, req, pl.Digest)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e.metrics.submitted.WithLabelValues(req.ContentClass).Inc()
+	e.log.DebugContext(ctx, "review submitted", "review_id", req.ReviewID, "content_class", req.ContentClass,
+		"payload_bytes", len(req.Content), "remaining_budget_ms", class.Budget.Milliseconds(), "owned", owned)
+	e.outstanding.created()
+	if owned {
+		e.adopt(&job{id: req.ReviewID, deadline: ev.Deadline, snap: snap, payload: &pl}, now)
+		return snap, true, nil
+	}
+	e.dispatch(ctx, req.ReviewID)
+	return snap, true, nil
+}
+
+// resubmitted answers a submit of a review that exists: the same review
+// (class, content type and content) again is not an error. A pending one
+// is made sure of: its work record exists (written again if it was lost)
+// and its ID is hinted, so whoever has room takes it if nobody holds it.
+func (e *Engine) resubmitted(ctx context.Context, existing *ledger.Snapshot, req SubmitRequest, digest string) (*ledger.Snapshot, bool, error) {
+	if !existing.SameSubmission(req.ContentClass, req.ContentType, digest) {
+		return nil, false, fmt.Errorf("review %q: %w", req.ReviewID, domain.ErrReviewExists)
+	}
+	if existing.State() == domain.StatePending {
+		created, err := e.store.Ensure(ctx, req.ReviewID, existing.Deadline(), e.clock.Now())
+		if err != nil {
+			return nil, false, err
+		}
+		if created {
+			e.log.Warn("pending review had no work record; written again", "review_id", req.ReviewID)
+		}
+		e.dispatch(ctx, req.ReviewID)
+	}
+	return existing, false, nil
+}
+
+// dispatch makes a review known to the processes that work reviews: a
+// hint here when this process runs workers, and a message on the work
+// topic. A message that is lost costs only time: every process polls for
+// due work.
+func (e *Engine) dispatch(ctx context.Context, reviewID string) {
+	if e.running.Load() {
+		e.hint(reviewID)
+		if e.cfg.PubSub == PubSubGoChannel {
+			return
+		}
+	}
+	if err := e.publish(reviewID); err != nil {
+		e.log.WarnContext(ctx, "publish review work; the poll will find it", "review_id", reviewID, "error", err.Error())
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+)
+
+// EngineConfig is the review engine's settings, embedded in the serve
+// command. REVIEWLEDGER_SWEEP_INTERVAL is in Config.
+type EngineConfig struct {
+	Workers      int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"256" help:"Provider calls this process makes at once (reviews waiting hold none)."`
+	Lease        time.Duration `name:"lease" env:"REVIEWLEDGER_LEASE" default:"5s" help:"How long a review stays held by this process without renewal (renewed every fifth of it); a process that dies releases its reviews by then."`
+	PollInterval time.Duration `name:"poll-interval" env:"REVIEWLEDGER_POLL_INTERVAL" default:"1s" help:"How often due work is looked for when no message or timer brings it."`
+	CommitBatch  int           `name:"commit-batch" env:"REVIEWLEDGER_COMMIT_BATCH" default:"256" help:"Most reviews written in one group commit."`
+	CommitWindow time.Duration `name:"commit-window" env:"REVIEWLEDGER_COMMIT_WINDOW" default:"0s" help:"Under load, how long a small group commit waits for more (0: none; a lone write never waits)."`
+	// StopTimeout bounds the engine's writes when it stops; serve sets it.
+	StopTimeout      time.Duration `kong:"-"`
+	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
+	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
+	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres); by default derived from the database name, so deployments with their own databases sharing one NATS server never take each other's work."`
+	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
+	RetryBudgetMin   int           `name:"retry-budget-min" env:"REVIEWLEDGER_RETRY_BUDGET_MIN" default:"50" help:"Retries always allowed per 10s window, whatever the share."`
+	PayloadRetention time.Duration `name:"payload-retention" env:"REVIEWLEDGER_PAYLOAD_RETENTION" default:"720h" help:"How long reviewed content is kept after submission."`
+
+	SimSeed         uint64        `name:"sim-seed" env:"REVIEWLEDGER_SIM_SEED" default:"1" help:"Simulator: random seed."`
+	SimMedian       time.Duration `name:"sim-median-latency" env:"REVIEWLEDGER_SIM_MEDIAN_LATENCY" default:"200ms" help:"Simulator: median service time."`
+	SimP99          time.Duration `name:"sim-p99-latency" env:"REVIEWLEDGER_SIM_P99_LATENCY" default:"2s" help:"Simulator: 99th percentile service time."`
+	SimTimeoutRate  float64       `name:"sim-timeout-rate" env:"REVIEWLEDGER_SIM_TIMEOUT_RATE" default:"0.02" help:"Simulator: share of attempts that hang until their timeout."`
+	SimErrorRate    float64       `name:"sim-error-rate" env:"REVIEWLEDGER_SIM_ERROR_RATE" default:"0.03" help:"Simulator: share of attempts answered 503."`
+	SimInvalidRate  float64       `name:"sim-invalid-rate" env:"REVIEWLEDGER_SIM_INVALID_RATE" default:"0.01" help:"Simulator: share of attempts answered with an incomplete finding."`
+	SimAsyncRate    float64       `name:"sim-async-rate" env:"REVIEWLEDGER_SIM_ASYNC_RATE" default:"0.1" help:"Simulator: share of attempts answered 202, the finding following by signed callback."`
+	SimLateCallback float64       `name:"sim-late-callback-rate" env:"REVIEWLEDGER_SIM_LATE_CALLBACK_RATE" default:"0.05" help:"Simulator: share of callbacks sent after the attempt's timeout."`
+	SimRejectRate   float64       `name:"sim-reject-rate" env:"REVIEWLEDGER_SIM_REJECT_RATE" default:"0.1" help:"Simulator: share of findings that reject."`
+}
+
+// Validate names the first setting at fault.
+func (c EngineConfig) Validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("REVIEWLEDGER_WORKERS: must be at least 1, got %d", c.Workers)
+	case c.Lease < 100*time.Millisecond:
+		return fmt.Errorf("REVIEWLEDGER_LEASE: must be at least 100ms, got %s", c.Lease)
+	case c.PollInterval <= 0:
+		return fmt.Errorf("REVIEWLEDGER_POLL_INTERVAL: must be a positive duration such as 1s, got %s", c.PollInterval)
+	case c.CommitBatch < 1:
+		return fmt.Errorf("REVIEWLEDGER_COMMIT_BATCH: must be at least 1, got %d", c.CommitBatch)
+	case c.CommitWindow < 0 || c.CommitWindow > time.Second:
+		return fmt.Errorf("REVIEWLEDGER_COMMIT_WINDOW: must be between 0s and 1s, got %s", c.CommitWindow)
+	case c.PubSub != engine.PubSubGoChannel && c.PubSub != engine.PubSubPostgres && c.PubSub != engine.PubSubNATS:
+		return fmt.Errorf("REVIEWLEDGER_PUBSUB: must be gochannel, postgres or nats, got %q", c.PubSub)
+	case c.PubSub == engine.PubSubNATS && c.NATSURL == "":
+		return fmt.Errorf("REVIEWLEDGER_NATS_URL: required with REVIEWLEDGER_PUBSUB=nats")
+	case c.Topic != "" && !validTopic(c.Topic): // empty: the runner's default
+		return fmt.Errorf("REVIEWLEDGER_WORK_TOPIC: must be 1 to %d letters, digits or underscores, got %q", maxTopicLen, c.Topic)
+	case c.RetryBudget <= 0 || c.RetryBudget > 1:
+		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET: must be above 0 and at most 1, got %v", c.RetryBudget)
+	case c.RetryBudgetMin < 1:
+		return fmt.Errorf("REVIEWLEDGER_RETRY_BUDGET_MIN: must be at least 1, got %d", c.RetryBudgetMin)
+	case c.PayloadRetention <= 0:
+		return fmt.Errorf("REVIEWLEDGER_PAYLOAD_RETENTION: must be a positive duration such as 720h, got %s", c.PayloadRetention)
+	}
+	sim := c.Sim()
+	sim.Deliver, sim.Signer = nil, nil
+	sim.AsyncRate = 0 // checked here without its callback target
+	if err := sim.Validate(); err != nil {
+		return err
+	}
+	if c.SimAsyncRate < 0 || c.SimAsyncRate > 1 {
+		return fmt.Errorf("REVIEWLEDGER_SIM_ASYNC_RATE: must be between 0 and 1, got %v", c.SimAsyncRate)
+	}
+	if sum := c.SimTimeoutRate + c.SimErrorRate + c.SimInvalidRate + c.SimAsyncRate; sum > 1 {
+		return fmt.Errorf("REVIEWLEDGER_SIM_*_RATE: timeout + error + invalid + async must not exceed 1, got %v", sum)
+	}
+	return nil
+}
+
+// maxTopicLen keeps the PostgreSQL queue tables' names (a prefix and the
+// topic) within PostgreSQL's 63-byte identifiers.
+const maxTopicLen = 40
+
+// defaultTopic is the work topic of a deployment whose database is named
+// database: one topic per database, so two deployments sharing a NATS
+// server do not take each other's review work.
+func defaultTopic(database string) string {
+	const prefix = "reviewledger_work_"
+	b := []byte(database)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("default")
+	}
+	return prefix + string(b[:min(len(b), maxTopicLen-len(prefix))])
+}
+
+// validTopic: a JetStream stream name and part of a PostgreSQL identifier.
+func validTopic(s string) bool {
+	if s == "" || len(s) > maxTopicLen {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// Apply copies the settings into an engine configuration.
+func (c EngineConfig) Apply(rc *engine.Config) {
+	rc.Calls = c.Workers
+	rc.Lease = c.Lease
+	rc.PollInterval = c.PollInterval
+	rc.StopTimeout = c.StopTimeout
+	rc.PubSub = c.PubSub
+	rc.NATSURL = c.NATSURL
+	rc.Topic = c.Topic
+	rc.RetryBudget = c.RetryBudget
+	rc.RetryBudgetMinRetries = c.RetryBudgetMin
+	rc.PayloadRetention = c.PayloadRetention
+}
+
+// Sim returns the simulator settings; the caller sets Deliver and Signer.
+func (c EngineConfig) Sim() provider.SimConfig {
+	return provider.SimConfig{
+		Seed: c.SimSeed, MedianLatency: c.SimMedian, P99Latency: c.SimP99,
+		TimeoutRate: c.SimTimeoutRate, ErrorRate: c.SimErrorRate, InvalidRate: c.SimInvalidRate,
+		AsyncRate: c.SimAsyncRate, LateCallbackRate: c.SimLateCallback, RejectRate: c.SimRejectRate,
+	}
+}
+
+// NewEngine builds the review engine for serve: its storage in the
+// database of pool (work records, content, callback deliveries), the
+// ledger over events committing through it (group commit as configured),
+// the provider named by REVIEWLEDGER_PROVIDER, callbacks verified with
+// REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs with
+// a secret of its own). Run it with eng.Run(ctx); call stop after it
+// returns. The ledger is the one every writer of the process uses.
+func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventstore.Store,
+	reg prometheus.Registerer, log *slog.Logger) (eng *engine.Engine, led *ledger.Ledger, stop func() error, err error) {
+	secret := cfg.CallbackSecret
+	if secret == "" {
+		secret = provider.NewSecret()
+	}
+	signer, err := provider.NewSigner(secret)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("REVIEWLEDGER_CALLBACK_SECRET: %w", err)
+	}
+	stop = func() error { return nil }
+	var p provider.Provider
+	switch cfg.Provider {
+	case "http":
+		if p, err = provider.NewHTTP(provider.HTTPConfig{URL: cfg.ProviderURL}); err != nil {
+			return nil, nil, nil, err
+		}
+	default:
+		sc := c.Sim()
+		sc.Signer = signer
+		sc.Deliver = func(ctx context.Context, reviewID string, h http.Header, body []byte) error {
+			return eng.HandleCallback(ctx, reviewID, h, body)
+		}
+		sim, err := provider.NewSim(sc)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		p, stop = sim, sim.Close
+	}
+	store := pgwork.New(pool, events)
+	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Window: c.CommitWindow})
+	ec := engine.Config{
+		Policy: cfg.Policy, Store: store, Ledger: led, Pool: pool, Provider: p, Signer: signer,
+		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
+	}
+	c.Apply(&ec)
+	if c.Topic == "" {
+		ec.Topic = defaultTopic(pool.Config().ConnConfig.Database)
+	}
+	if eng, err = engine.New(ec); err != nil {
+		_ = stop()
+		return nil, nil, nil, err
+	}
+	return eng, led, stop, nil
+}

@@ -1,0 +1,227 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Committer writes one group commit.
+type Committer interface {
+	// Commit appends to every stream of appends whose expected revision
+	// holds, and applies effects[i] if and only if appends[i] is written:
+	// in the same transaction where the backend can, otherwise in an order
+	// that never leaves a written stream without its effect's
+	// preconditions (the Committer documents which). results[i] belongs to
+	// appends[i]; effects[i] may be nil. An error is for the call as a
+	// whole: any subset may have been written, and writing the same events
+	// again is idempotent.
+	Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error)
+}
+
+// storeCommitter writes through the store's AppendMulti; it applies no
+// effects (the Ledger refuses them before they get here).
+type storeCommitter struct{ store eventstore.Store }
+
+func (c storeCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+	return c.store.AppendMulti(ctx, appends...)
+}
+
+// GroupCommit shapes the batches of a Ledger. The zero value is the
+// default.
+//
+// Appends that arrive while Flushes batches are being written wait and go
+// together into the next batch, up to MaxBatch streams: the busier the
+// ledger, the larger its batches, and an append that arrives while nothing
+// is being written is written at once. With Window set, a batch that is
+// smaller than MaxBatch while another batch is being written waits up to
+// Window for more appends first: fewer, larger transactions for a little
+// latency, paid only under load.
+type GroupCommit struct {
+	// MaxBatch bounds the streams of one batch. Default 256.
+	MaxBatch int
+	// Flushes is how many batches may be written at once. Default 4.
+	Flushes int
+	// Window is how long a batch waits for more under load. Default 0.
+	Window time.Duration
+	// Timeout bounds the writing of one batch. Default 30s.
+	Timeout time.Duration
+}
+
+func (g *GroupCommit) setDefaults() {
+	if g.MaxBatch <= 0 {
+		g.MaxBatch = 256
+	}
+	if g.Flushes <= 0 {
+		g.Flushes = 4
+	}
+	if g.Timeout <= 0 {
+		g.Timeout = 30 * time.Second
+	}
+}
+
+// groupCommit coalesces concurrent appends into multi-stream appends.
+type groupCommit struct {
+	commit Committer
+	cfg    GroupCommit
+
+	mu      sync.Mutex
+	queue   []*request
+	writing int // batches being written
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+type request struct {
+	append eventstore.StreamAppend
+	effect any
+	done   chan outcome // buffered: the writer never waits for the caller
+}
+
+type outcome struct {
+	result eventstore.AppendResult
+	err    error
+}
+
+func newGroupCommit(c Committer, cfg GroupCommit) *groupCommit {
+	cfg.setDefaults()
+	return &groupCommit{commit: c, cfg: cfg}
+}
+
+// append queues one stream's append and waits for its outcome. When ctx
+// ends first, an append still queued is withdrawn (nothing written); one
+// already being written may still be.
+func (g *groupCommit) append(ctx context.Context, a eventstore.StreamAppend, effect any) (eventstore.AppendResult, error) {
+	r := &request{append: a, effect: effect, done: make(chan outcome, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	start := g.writing < g.cfg.Flushes
+	if start {
+		g.writing++
+	}
+	g.mu.Unlock()
+	if start {
+		go g.write()
+	}
+	select {
+	case o := <-r.done:
+		return o.result, o.err
+	case <-ctx.Done():
+		if g.withdraw(r) {
+			return eventstore.AppendResult{}, ctx.Err()
+		}
+		return eventstore.AppendResult{}, fmt.Errorf("%w (the append may still be written)", ctx.Err())
+	}
+}
+
+func (g *groupCommit) withdraw(r *request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, q := range g.queue {
+		if q == r {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// write writes batches until the queue is empty.
+func (g *groupCommit) write() {
+	for {
+		batch := g.take(nil)
+		if len(batch) == 0 {
+			return
+		}
+		if g.cfg.Window > 0 && len(batch) < g.cfg.MaxBatch && g.busy() {
+			t := time.NewTimer(g.cfg.Window)
+			<-t.C
+			batch = g.take(batch)
+		}
+		g.flush(batch)
+	}
+}
+
+func (g *groupCommit) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.writing > 1
+}
+
+// take moves queued requests into batch, up to MaxBatch, at most one per
+// stream (a later append to the same stream waits for the next batch, so
+// appends to one stream are written in the order they were made). With
+// nothing to take for an empty batch, the writer retires.
+func (g *groupCommit) take(batch []*request) []*request {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	streams := make(map[string]bool, len(batch))
+	for _, r := range batch {
+		streams[r.append.Stream] = true
+	}
+	rest := g.queue[:0]
+	for _, r := range g.queue {
+		if len(batch) < g.cfg.MaxBatch && !streams[r.append.Stream] {
+			streams[r.append.Stream] = true
+			batch = append(batch, r)
+			continue
+		}
+		rest = append(rest, r)
+	}
+	clear(g.queue[len(rest):])
+	g.queue = rest
+	if len(batch) == 0 {
+		g.writing--
+	}
+	return batch
+}
+
+func (g *groupCommit) flush(batch []*request) {
+	appends := make([]eventstore.StreamAppend, len(batch))
+	effects := make([]any, len(batch))
+	for i, r := range batch {
+		appends[i], effects[i] = r.append, r.effect
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Timeout)
+	results, err := g.commit.Commit(ctx, appends, effects)
+	cancel()
+	if err == nil && len(results) != len(batch) {
+		err = fmt.Errorf("ledger: committer answered %d results for %d appends", len(results), len(batch))
+	}
+	g.count(len(batch), err)
+	for i, r := range batch {
+		if err != nil {
+			r.done <- outcome{err: err}
+			continue
+		}
+		r.done <- outcome{result: results[i].AppendResult, err: results[i].Err}
+	}
+}
+
+// Stats counts a ledger's group commits.
+type Stats struct {
+	Batches  int64 // batches written (or failed)
+	Appends  int64 // stream appends in them
+	Failures int64 // batches whose write failed as a whole
+}
+
+// Stats returns the counts so far.
+func (l *Ledger) Stats() Stats {
+	l.group.statsMu.Lock()
+	defer l.group.statsMu.Unlock()
+	return l.group.stats
+}
+
+func (g *groupCommit) count(n int, err error) {
+	g.statsMu.Lock()
+	defer g.statsMu.Unlock()
+	g.stats.Batches++
+	g.stats.Appends += int64(n)
+	if err != nil {
+		g.stats.Failures++
+	}
+}
