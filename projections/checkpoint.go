@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -51,28 +50,65 @@ func ensureCheckpoint(ctx context.Context, pool *pgxpool.Pool, p projection) (ch
 	return cp, nil
 }
 
-// lockCheckpoint reads p's checkpoint inside tx and locks its row until tx
-// ends. Every write of a projection's rows happens under this lock, which
-// serializes a runner's batches with a rebuild's swap.
-func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (checkpoint, error) {
-	cp, err := scanCheckpoint(tx.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM projection_checkpoint WHERE name = $1 FOR UPDATE`, name))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cp, fmt.Errorf("projection %s: no checkpoint", name)
-	}
+// lockCheckpoints reads the named checkpoints inside tx and locks their
+// rows until tx ends, in name order, so that two transactions locking some
+// of the same rows never wait for each other in a cycle. Every write of a
+// projection's rows happens under this lock, which serializes a runner's
+// batches with a rebuild's swap. A name without a checkpoint is an error.
+func lockCheckpoints(ctx context.Context, tx pgx.Tx, names []string) (map[string]checkpoint, error) {
+	rows, err := tx.Query(ctx, `SELECT name, `+checkpointColumns+` FROM projection_checkpoint
+		WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
 	if err != nil {
-		return cp, fmt.Errorf("projection %s: lock checkpoint: %w", name, err)
+		return nil, fmt.Errorf("lock checkpoints: %w", err)
 	}
-	return cp, nil
+	defer rows.Close()
+	out := make(map[string]checkpoint, len(names))
+	for rows.Next() {
+		var name string
+		cp, err := scanCheckpoint(namedRow{rows, &name})
+		if err != nil {
+			return nil, fmt.Errorf("lock checkpoints: %w", err)
+		}
+		out[name] = cp
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock checkpoints: %w", err)
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("projection %s: no checkpoint", n)
+		}
+	}
+	return out, nil
 }
 
-// advance stores the checkpoint after n more events, the last recorded at
-// lastRecordedAt, ending at position.
-func advance(ctx context.Context, tx pgx.Tx, name string, position eventstore.Position, n int64, lastRecordedAt time.Time) error {
-	_, err := tx.Exec(ctx, `UPDATE projection_checkpoint SET position_commit = $2, position_prepare = $3,
-		events = events + $4, last_recorded_at = $5, updated_at = now() WHERE name = $1`,
-		name, int64(position.Commit), int64(position.Prepare), n, lastRecordedAt)
+// namedRow scans a row whose first column is the checkpoint's name.
+type namedRow struct {
+	row  pgx.Row
+	name *string
+}
+
+func (r namedRow) Scan(dest ...any) error { return r.row.Scan(append([]any{r.name}, dest...)...) }
+
+// progress is how far one batch moves one checkpoint: over n more events.
+type progress struct {
+	name string
+	n    int64
+}
+
+// advance moves the checkpoints of moved to position, the last event
+// recorded at lastRecordedAt, in one statement.
+func advance(ctx context.Context, tx pgx.Tx, moved []progress, position eventstore.Position, lastRecordedAt time.Time) error {
+	names, ns := make([]string, len(moved)), make([]int64, len(moved))
+	for i, m := range moved {
+		names[i], ns[i] = m.name, m.n
+	}
+	_, err := tx.Exec(ctx, `UPDATE projection_checkpoint AS c SET position_commit = $3, position_prepare = $4,
+		events = c.events + u.n, last_recorded_at = $5, updated_at = now()
+		FROM unnest($1::text[], $2::bigint[]) AS u(name, n) WHERE c.name = u.name`,
+		names, ns, int64(position.Commit), int64(position.Prepare), lastRecordedAt)
 	if err != nil {
-		return fmt.Errorf("projection %s: save checkpoint: %w", name, err)
+		return fmt.Errorf("save checkpoints %v: %w", names, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 // metrics are the runner's Prometheus series, labelled by projection.
 type metrics struct {
 	events     *prometheus.CounterVec
+	ignored    *prometheus.CounterVec
 	skipped    *prometheus.CounterVec
 	errors     *prometheus.CounterVec
 	lagEvents  *prometheus.GaugeVec
@@ -23,7 +24,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reviewledger_projection_events_total",
-			Help: "Ledger events applied to the projection's read models.",
+			Help: "Ledger events applied to the projection's read models: those of a type it uses.",
+		}, label),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reviewledger_projection_ignored_events_total",
+			Help: "Review events the projection has no use for (e.g. AttemptStarted for the manual queue), passed over without a query; its checkpoint moves over them with the batch.",
 		}, label),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reviewledger_projection_skipped_events_total",
@@ -56,6 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var err error
 	if m.events, err = register(reg, m.events); err != nil {
+		return nil, err
+	}
+	if m.ignored, err = register(reg, m.ignored); err != nil {
 		return nil, err
 	}
 	if m.skipped, err = register(reg, m.skipped); err != nil {

@@ -33,10 +33,34 @@ type projection interface {
 	// tables lists the tables the projection owns, rebuilt and swapped
 	// together.
 	tables() []string
+	// uses reports whether e can change the projection's rows. Events it
+	// does not use are never passed to apply: they cost the projection no
+	// query at all, and its checkpoint moves over them with the batch.
+	uses(e event) bool
 	// apply applies events, in global order, inside tx to the tables named
-	// through t. It is called once per batch; all reads and writes go
-	// through tx.
+	// through t. It is called once per batch, only with events it uses and
+	// never with none; all reads and writes go through tx, and it loads only
+	// the rows those events need.
 	apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error
+}
+
+// applyUsed applies to p, inside tx, the events of a batch that p uses
+// and returns how many it used and how many it passed over. A batch it
+// uses nothing of issues no statement.
+func applyUsed(ctx context.Context, tx pgx.Tx, p projection, t tableSet, events []event) (used, ignored int, err error) {
+	var mine []event
+	for _, e := range events {
+		if p.uses(e) {
+			mine = append(mine, e)
+		}
+	}
+	if len(mine) == 0 {
+		return 0, len(events), nil
+	}
+	if err := p.apply(ctx, tx, t, mine); err != nil {
+		return 0, 0, err
+	}
+	return len(mine), len(events) - len(mine), nil
 }
 
 // all returns every projection, in a fixed order.

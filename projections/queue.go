@@ -50,20 +50,33 @@ type queueState struct {
 	changed                      bool
 }
 
+// uses: what makes, ends or moves a candidate or a queue entry. Attempts
+// and conflicting completions never do.
+func (queueProjection) uses(e event) bool {
+	switch e.data.(type) {
+	case domain.Submitted, domain.FindingReceived, domain.Escalated,
+		domain.ManualApprovalRecorded, domain.ManualDecisionRecorded:
+		return true
+	}
+	return false
+}
+
 func (p queueProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error {
-	states, err := loadQueueStates(ctx, tx, t, reviewIDs(events))
+	need := queueNeeds(events)
+	states, err := loadQueueStates(ctx, tx, t, need.candidates, need.entries)
 	if err != nil {
 		return err
 	}
-	var order []string
+	var (
+		order []string
+		drops candidateDrops
+	)
 	for _, e := range events {
-		if isConflict(e) {
-			continue // changes nothing in the review
-		}
 		s := states[e.reviewID]
 		if s == nil {
 			if _, ok := e.data.(domain.Submitted); !ok {
-				continue // not a candidate, not queued: nothing to do
+				drops.add(e) // nothing loaded: at most it ends a candidate
+				continue
 			}
 			s = &queueState{}
 			states[e.reviewID] = s
@@ -76,7 +89,61 @@ func (p queueProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, event
 			order = append(order, e.reviewID)
 		}
 	}
-	return writeQueue(ctx, tx, t, order, states)
+	return writeQueue(ctx, tx, t, order, states, drops)
+}
+
+// queueLoads names the reviews whose stored rows a batch needs: the
+// candidates of those it moves into the queue and the entries of those it
+// approves or decides, unless the batch opens the review itself.
+type queueLoads struct{ candidates, entries []string }
+
+func queueNeeds(events []event) queueLoads {
+	var (
+		need               queueLoads
+		opened, cand, entr = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	)
+	for _, e := range events {
+		id := e.reviewID
+		switch d := e.data.(type) {
+		case domain.Submitted: // a stream's first event: the batch holds the review's whole state
+			opened[id] = true
+		case domain.Escalated:
+			if d.State == domain.StateManualReview && !opened[id] && !cand[id] {
+				cand[id] = true
+				need.candidates = append(need.candidates, id)
+			}
+		case domain.ManualApprovalRecorded, domain.ManualDecisionRecorded:
+			if !opened[id] && !entr[id] {
+				entr[id] = true
+				need.entries = append(need.entries, id)
+			}
+		}
+	}
+	return need
+}
+
+// candidateDrops are the candidates a batch ends without having loaded
+// them: a finding or a fail-closed escalation of a review whose candidate
+// nothing later in the batch needs. The delete's condition does what
+// applyQueue would do with the row: an accepted finding keeps the
+// candidate of a human-gated review.
+type candidateDrops struct {
+	always, ungated []string
+}
+
+func (d *candidateDrops) add(e event) {
+	switch x := e.data.(type) {
+	case domain.FindingReceived:
+		if x.State == domain.DecisionAccepted {
+			d.ungated = append(d.ungated, e.reviewID)
+		} else {
+			d.always = append(d.always, e.reviewID)
+		}
+	case domain.Escalated:
+		if x.State != domain.StateManualReview {
+			d.always = append(d.always, e.reviewID)
+		}
+	}
 }
 
 // applyQueue moves s forward by e and reports whether anything changed.
@@ -125,11 +192,8 @@ func applyQueue(s *queueState, e event) bool {
 	return true
 }
 
-func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[string]*queueState, error) {
-	out := make(map[string]*queueState, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
+func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, entries []string) (map[string]*queueState, error) {
+	out := make(map[string]*queueState, len(candidates)+len(entries))
 	get := func(id string) *queueState {
 		s := out[id]
 		if s == nil {
@@ -138,43 +202,55 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (
 		}
 		return s
 	}
-	rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, required_approvals, human_gate
-		FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+	// Every review asked for has a state, found or not: the batch knows
+	// what it holds.
+	for _, id := range candidates {
+		get(id)
+	}
+	for _, id := range entries {
+		get(id)
 	}
 	var (
 		id string
 		c  candidateRow
+		q  queueRow
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &c.class, &c.priority, &c.requiredApprovals, &c.humanGate}, func() error {
-		s := get(id)
-		s.candidate, s.storedCandidate = ptr(c), true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+	if len(candidates) > 0 {
+		rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, required_approvals, human_gate
+			FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, candidates)
+		if err != nil {
+			return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+		}
+		_, err = pgx.ForEachRow(rows, []any{&id, &c.class, &c.priority, &c.requiredApprovals, &c.humanGate}, func() error {
+			s := get(id)
+			s.candidate, s.storedCandidate = ptr(c), true
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+		}
 	}
-	rows, err = tx.Query(ctx, `SELECT review_id, content_class, priority, reason, attempts, escalated_at, version,
-		required_approvals, approvers FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load manual_queue: %w", err)
-	}
-	var q queueRow
-	_, err = pgx.ForEachRow(rows, []any{&id, &q.class, &q.priority, &q.reason, &q.attempts, &q.escalatedAt, &q.version,
-		&q.requiredApprovals, &q.approvers}, func() error {
-		s := get(id)
-		s.entry, s.storedEntry = ptr(q), true
-		q.approvers = nil // the next row scans into a slice of its own
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load manual_queue: %w", err)
+	if len(entries) > 0 {
+		rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, reason, attempts, escalated_at, version,
+			required_approvals, approvers FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, entries)
+		if err != nil {
+			return nil, fmt.Errorf("load manual_queue: %w", err)
+		}
+		_, err = pgx.ForEachRow(rows, []any{&id, &q.class, &q.priority, &q.reason, &q.attempts, &q.escalatedAt, &q.version,
+			&q.requiredApprovals, &q.approvers}, func() error {
+			s := get(id)
+			s.entry, s.storedEntry = ptr(q), true
+			q.approvers = nil // the next row scans into a slice of its own
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load manual_queue: %w", err)
+		}
 	}
 	return out, nil
 }
 
-func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states map[string]*queueState) error {
+func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states map[string]*queueState, drops candidateDrops) error {
 	var (
 		dropCandidates, dropEntries []string
 		cIDs, cClasses              []string
@@ -210,6 +286,12 @@ func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, stat
 	batch := &pgx.Batch{}
 	if len(dropCandidates) > 0 {
 		batch.Queue(`DELETE FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, dropCandidates)
+	}
+	if len(drops.always) > 0 {
+		batch.Queue(`DELETE FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, drops.always)
+	}
+	if len(drops.ungated) > 0 {
+		batch.Queue(`DELETE FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1) AND NOT human_gate`, drops.ungated)
 	}
 	if len(dropEntries) > 0 {
 		batch.Queue(`DELETE FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, dropEntries)

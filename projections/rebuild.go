@@ -105,7 +105,8 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 			return res, err
 		}
 		if err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-			return p.apply(ctx, tx, rebuildTables, events)
+			_, _, err := applyUsed(ctx, tx, p, rebuildTables, events)
+			return err
 		}); err != nil {
 			return res, err
 		}
@@ -118,7 +119,7 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 	// for this transaction, then finds the checkpoint moved to where the new
 	// tables end and carries on from there with the events appended since.
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := lockCheckpoint(ctx, tx, p.name()); err != nil {
+		if _, err := lockCheckpoints(ctx, tx, []string{p.name()}); err != nil {
 			return err
 		}
 		for _, table := range p.tables() {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +20,9 @@ import (
 var ErrInvalidConfig = errors.New("invalid projection runner configuration")
 
 // errCheckpointMoved means the stored checkpoint is not where the runner
-// expected it (a rebuild swapped tables in, or another process advanced it):
-// the runner reloads it and reads on from there.
+// expected it (a rebuild swapped tables in, or another process advanced it),
+// or holds another version: the runner reloads it and reads on from there,
+// rebuilding first when the version is older than the code's.
 var errCheckpointMoved = errors.New("projection checkpoint moved")
 
 // errNewerVersion means the stored rows were built by a newer version of the
@@ -39,8 +38,8 @@ type Config struct {
 	Store eventstore.Store
 	// Projections names the projections to run; every one when empty.
 	Projections []string
-	// BatchSize is how many events are read and committed together
-	// (default 5000, at most 100000).
+	// BatchSize is how many events are read and committed together, for
+	// every projection at once (default 5000, at most 100000).
 	BatchSize int
 	// PollInterval bounds the wait for new events when the store does not
 	// wake the runner, and is how often a runner waiting for another
@@ -99,17 +98,19 @@ func (c Config) Validate() error {
 
 // Runner keeps projections current. Run it in every process that may serve
 // projections: one process at a time runs each projection, the others wait
-// for its lock and take over when that process dies.
+// for its lock and take over when that process dies. The projections a
+// process runs share their batches: each batch is read once and applied to
+// all of them in one transaction (see shared.go).
 type Runner struct {
 	cfg         Config
 	projections []projection
 	metrics     *metrics
-	cache       *batchCache
 
 	// beforeCommit, when set (by tests), runs inside each batch's
-	// transaction after the rows are written and before the checkpoint; an
+	// transaction after every projection's rows are written and before the
+	// checkpoints, with the names of the projections the batch moves; an
 	// error aborts the batch.
-	beforeCommit func(ctx context.Context, tx pgx.Tx, name string, events int) error
+	beforeCommit func(ctx context.Context, tx pgx.Tx, names []string) error
 }
 
 // NewRunner validates cfg and returns a runner.
@@ -123,59 +124,93 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, projections: ps, metrics: m, cache: newBatchCache(len(ps), 8)}, nil
+	return &Runner{cfg: cfg, projections: ps, metrics: m}, nil
 }
 
 // Run keeps every configured projection current until ctx is done, then
-// returns nil. Errors are logged, counted and retried after RetryDelay.
+// returns nil. Each projection whose lock this process holds joins the
+// shared batch; errors are logged, counted and retried after RetryDelay.
 func (r *Runner) Run(ctx context.Context) error {
+	joins := make(chan *member)
 	var wg sync.WaitGroup
 	for _, p := range r.projections {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.runProjection(ctx, p)
+			r.hold(ctx, p, joins)
 		}()
 	}
+	l := &loop{r: r, joins: joins, follow: true, leave: func(m *member, err error) error {
+		m.done <- err
+		return nil
+	}}
+	_ = l.run(ctx) // returns once ctx is done; every member has left
 	wg.Wait()
 	return nil
 }
 
 // CatchUp applies every event readable now to each configured projection
-// and returns; it rebuilds a projection whose stored version differs from
+// and returns; it rebuilds a projection whose stored version is older than
 // the code's first. It waits while another process holds a projection's
-// lock.
+// lock. The projections share their batches as under Run.
 func (r *Runner) CatchUp(ctx context.Context) error {
-	for _, p := range r.projections {
-		if err := r.withLock(ctx, p, func(lock *pgx.Conn) error { return r.serve(ctx, p, lock, false) }); err != nil {
-			return err
+	return r.withLocks(ctx, r.projections, func(locks []*pgx.Conn) error {
+		l := &loop{r: r}
+		for i, p := range r.projections {
+			pos, err := r.prepare(ctx, p)
+			if err != nil {
+				return err
+			}
+			l.add(r.newMember(p, locks[i], pos))
 		}
-	}
-	return nil
+		l.leave = func(m *member, err error) error {
+			if !errors.Is(err, errCheckpointMoved) {
+				return err
+			}
+			pos, err := r.prepare(ctx, m.p)
+			if err != nil {
+				return err
+			}
+			m.pos = pos
+			l.add(m)
+			return nil
+		}
+		return l.run(ctx)
+	})
 }
 
 // CatchUpConcurrently is CatchUp with every projection caught up at the
-// same time, as Run does.
-func (r *Runner) CatchUpConcurrently(ctx context.Context) error {
-	errs := make([]error, len(r.projections))
-	var wg sync.WaitGroup
-	for i, p := range r.projections {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = r.withLock(ctx, p, func(lock *pgx.Conn) error { return r.serve(ctx, p, lock, false) })
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+// same time, as Run does. Since projections share their batches, that is
+// what CatchUp does too; both remain for their callers.
+func (r *Runner) CatchUpConcurrently(ctx context.Context) error { return r.CatchUp(ctx) }
 
-func (r *Runner) runProjection(ctx context.Context, p projection) {
+// hold runs p while this process can: it waits for p's lock, prepares p
+// (rebuilding it when its version changed) and hands it to the shared
+// batch, until the batch lets it go. Errors are logged and counted, the
+// lock released, and everything retried after RetryDelay.
+func (r *Runner) hold(ctx context.Context, p projection, joins chan<- *member) {
 	log := r.cfg.Logger.With("projection", p.name())
 	for ctx.Err() == nil {
 		err := r.withLock(ctx, p, func(lock *pgx.Conn) error {
 			log.Info("projection running")
-			return r.serve(ctx, p, lock, true)
+			for {
+				pos, err := r.prepare(ctx, p)
+				if err != nil {
+					return err
+				}
+				m := r.newMember(p, lock, pos)
+				m.done = make(chan error, 1)
+				select {
+				case joins <- m:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				// The batch owns the lock connection until it lets m go,
+				// which it does at the latest when ctx is done.
+				if err := <-m.done; !errors.Is(err, errCheckpointMoved) || ctx.Err() != nil {
+					return err
+				}
+			}
 		})
 		if ctx.Err() != nil {
 			return
@@ -188,289 +223,26 @@ func (r *Runner) runProjection(ctx context.Context, p projection) {
 	}
 }
 
-// lockKey is the advisory lock electing the one runner of a projection.
-func lockKey(kind, name string) int64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "reviewledger.projection.%s.%s", kind, name)
-	return int64(h.Sum64())
-}
-
-// withLock runs fn while holding p's run lock, waiting as long as another
-// session holds it. The lock goes with the session: when a process dies,
-// its connection closes and the next waiter takes over.
-func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) error) error {
-	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
-		r.metrics.active.WithLabelValues(p.name()).Set(1)
-		defer r.metrics.active.WithLabelValues(p.name()).Set(0)
-		return fn(conn)
-	})
-}
-
-// withAdvisoryLock runs fn holding the session-level advisory lock key on a
-// connection of its own, opened outside the pool so that waiting for or
-// holding locks never takes a pooled connection from the work it guards.
-// It waits, trying every retry, while another session holds the lock;
-// closing the connection releases it.
-func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgx.Conn) error) error {
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("open lock connection: %w", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	for {
-		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if ok {
-			return fn(conn)
-		}
-		if err := sleep(ctx, retry); err != nil {
-			return err
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// serve runs p while this process holds its lock: it rebuilds p when its
-// stored version is older than the code's, then applies batches from the
-// checkpoint on. With follow false it returns once caught up.
-func (r *Runner) serve(ctx context.Context, p projection, lock *pgx.Conn, follow bool) error {
+// prepare returns where p's checkpoint stands, creating it when p never
+// ran and rebuilding p first when its stored version is older than the
+// code's. A newer stored version is errNewerVersion: this process leaves
+// those rows alone.
+func (r *Runner) prepare(ctx context.Context, p projection) (eventstore.Position, error) {
 	for {
 		cp, err := ensureCheckpoint(ctx, r.cfg.Pool, p)
 		if err != nil {
-			return err
+			return eventstore.Position{}, err
 		}
 		switch {
 		case cp.version > p.version():
-			return fmt.Errorf("projection %s: stored version %d, this code has %d: %w", p.name(), cp.version, p.version(), errNewerVersion)
+			return eventstore.Position{}, fmt.Errorf("projection %s: stored version %d, this code has %d: %w", p.name(), cp.version, p.version(), errNewerVersion)
 		case cp.version < p.version():
 			r.cfg.Logger.Info("projection version changed; rebuilding", "projection", p.name(), "from", cp.version, "to", p.version())
 			if _, err := r.rebuild(ctx, p); err != nil {
-				return err
+				return eventstore.Position{}, err
 			}
 			continue
 		}
-		err = r.follow(ctx, p, lock, cp.position, follow)
-		if errors.Is(err, errCheckpointMoved) {
-			continue
-		}
-		return err
+		return cp.position, nil
 	}
-}
-
-// batch is one read of the global order, decoded.
-type batch struct {
-	after, last   eventstore.Position
-	events        []event
-	read          int // events read, including skipped ones
-	skipped       int
-	full          bool
-	first, lastAt time.Time // recorded times of the first and last event read
-	idle          bool      // no events: the reader caught up
-	err           error
-}
-
-// follow applies batches starting after from. A reader goroutine reads and
-// decodes ahead while the previous batch commits.
-func (r *Runner) follow(ctx context.Context, p projection, lock *pgx.Conn, from eventstore.Position, follow bool) error {
-	rctx, cancel := context.WithCancel(ctx)
-	ch := make(chan batch, 2)
-	var pending atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.read(rctx, from, ch, &pending)
-	}()
-	defer func() {
-		cancel()
-		for range ch { //nolint:revive // drain so the reader can exit
-		}
-		wg.Wait()
-	}()
-
-	name := p.name()
-	lagEvents, lagSeconds := r.metrics.lagEvents.WithLabelValues(name), r.metrics.lagSeconds.WithLabelValues(name)
-	ping := time.NewTicker(max(r.cfg.PollInterval, 100*time.Millisecond) * 5)
-	defer ping.Stop()
-	for {
-		var (
-			b  batch
-			ok bool
-		)
-		select {
-		case b, ok = <-ch:
-			if !ok { // the reader stops only when ctx is done
-				return ctx.Err()
-			}
-		case <-ping.C:
-			// The lock lives as long as its session: make sure it still does.
-			if err := lock.Ping(ctx); err != nil {
-				return fmt.Errorf("projection %s: lock connection lost: %w", name, err)
-			}
-			continue
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		switch {
-		case b.err != nil:
-			return b.err
-		case b.idle:
-			lagEvents.Set(0)
-			lagSeconds.Set(0)
-			if !follow {
-				return nil
-			}
-			continue
-		}
-		lagEvents.Set(float64(pending.Load()))
-		lagSeconds.Set(max(0, r.cfg.Now().Sub(b.first).Seconds()))
-		start := time.Now()
-		n, err := r.applyBatch(ctx, p, b)
-		if err != nil {
-			return err
-		}
-		r.metrics.batch.WithLabelValues(name).Observe(time.Since(start).Seconds())
-		r.metrics.events.WithLabelValues(name).Add(float64(n))
-		r.metrics.skipped.WithLabelValues(name).Add(float64(b.skipped))
-		if pending.Add(-int64(b.read)) == 0 && !b.full {
-			lagEvents.Set(0)
-			lagSeconds.Set(0)
-		}
-	}
-}
-
-// read sends batches read after from to ch until ctx is done or reading
-// fails. When it finds no events it sends one idle batch and waits for the
-// store to signal new ones, or PollInterval at most.
-func (r *Runner) read(ctx context.Context, from eventstore.Position, ch chan<- batch, pending *atomic.Int64) {
-	defer close(ch)
-	send := func(b batch) bool {
-		select {
-		case ch <- b:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	pos, idle := from, false
-	for ctx.Err() == nil {
-		b := r.cache.get(ctx, pos, func() batch { return r.readBatch(ctx, pos) })
-		if b.err != nil {
-			if ctx.Err() == nil {
-				send(b)
-			}
-			return
-		}
-		if b.read == 0 {
-			if !idle && !send(batch{idle: true}) {
-				return
-			}
-			idle = true
-			wctx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
-			err := r.cfg.Store.WaitForEvents(wctx, pos)
-			cancel()
-			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-				send(batch{err: fmt.Errorf("wait for events after %s: %w", pos, err)})
-				return
-			}
-			continue
-		}
-		idle = false
-		pending.Add(int64(b.read))
-		if !send(b) {
-			return
-		}
-		pos = b.last
-	}
-}
-
-// readBatch reads and decodes the batch after pos; an empty batch (read 0)
-// when there are no events.
-func (r *Runner) readBatch(ctx context.Context, pos eventstore.Position) batch {
-	recorded, err := r.cfg.Store.ReadAll(ctx, pos, r.cfg.BatchSize)
-	if err != nil {
-		return batch{err: fmt.Errorf("read ledger after %s: %w", pos, err)}
-	}
-	if len(recorded) == 0 {
-		return batch{after: pos, last: pos}
-	}
-	events, skipped, err := decode(recorded)
-	if err != nil {
-		return batch{err: err}
-	}
-	last := recorded[len(recorded)-1]
-	return batch{
-		after: pos, last: last.Position, events: events, read: len(recorded), skipped: skipped,
-		full: len(recorded) == r.cfg.BatchSize, first: recorded[0].RecordedAt, lastAt: last.RecordedAt,
-	}
-}
-
-// applyBatch applies b to p's live tables and moves the checkpoint to the
-// end of b in one transaction, and returns how many events it applied.
-//
-// The checkpoint row is locked first and must be where b starts. Events
-// the checkpoint already covers are passed over, so applying a batch twice
-// changes nothing; a checkpoint anywhere else is errCheckpointMoved.
-func (r *Runner) applyBatch(ctx context.Context, p projection, b batch) (int, error) {
-	var applied int
-	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		cp, err := lockCheckpoint(ctx, tx, p.name())
-		if err != nil {
-			return err
-		}
-		if cp.version != p.version() {
-			return errCheckpointMoved
-		}
-		events, n := b.events, b.read
-		if cp.position != b.after {
-			if !cp.position.Less(b.last) {
-				return nil // already applied
-			}
-			i := indexOf(events, cp.position)
-			if i < 0 {
-				return errCheckpointMoved
-			}
-			events = events[i+1:]
-			n = len(events)
-		}
-		if err := p.apply(ctx, tx, liveTables, events); err != nil {
-			return fmt.Errorf("projection %s: apply %d events after %s: %w", p.name(), len(events), b.after, err)
-		}
-		if r.beforeCommit != nil {
-			if err := r.beforeCommit(ctx, tx, p.name(), len(events)); err != nil {
-				return err
-			}
-		}
-		applied = len(events)
-		return advance(ctx, tx, p.name(), b.last, int64(n), b.lastAt)
-	})
-	if err != nil && !errors.Is(err, errCheckpointMoved) {
-		return 0, fmt.Errorf("projection %s: batch after %s: %w", p.name(), b.after, err)
-	}
-	return applied, err
-}
-
-func indexOf(events []event, pos eventstore.Position) int {
-	for i, e := range events {
-		if e.position == pos {
-			return i
-		}
-	}
-	return -1
 }

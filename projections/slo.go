@@ -28,6 +28,18 @@ func (sloProjection) tables() []string {
 	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict"}
 }
 
+// uses: what opens, counts or ends a review's SLO figures. AttemptStarted
+// counts nothing (an attempt counts when it ends) and an approval is not
+// a decision.
+func (sloProjection) uses(e event) bool {
+	switch e.data.(type) {
+	case domain.Submitted, domain.AttemptTimedOut, domain.FindingReceived, domain.Escalated,
+		domain.ManualDecisionRecorded, domain.ConflictingCompletionRecorded:
+		return true
+	}
+	return false
+}
+
 // Attempt outcomes in slo_attempt.
 const (
 	outcomeFinding = "finding"
@@ -148,6 +160,8 @@ func applySLO(s *sloState, e event, delta *sloDelta) bool {
 	}
 	switch d := e.data.(type) {
 	case domain.AttemptTimedOut:
+		// Every classification but deadline_exceeded is a failure, those
+		// this code does not know yet (a newer writer's) included.
 		kind := outcomeFailure
 		if d.Classification == domain.ClassDeadlineExceeded {
 			kind = outcomeTimeout

@@ -19,6 +19,10 @@ func (summaryProjection) name() string     { return ReviewSummary }
 func (summaryProjection) version() int     { return 1 }
 func (summaryProjection) tables() []string { return []string{"review_summary"} }
 
+// uses: every event of the review's own stream moves its row (version and
+// updated_at at least); conflicting completions change nothing in it.
+func (summaryProjection) uses(e event) bool { return !isConflict(e) }
+
 type summaryRow struct {
 	reviewID         string
 	class            string
@@ -47,9 +51,6 @@ func (p summaryProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, eve
 	changed := make(map[string]*summaryRow)
 	var order []string
 	for _, e := range events {
-		if isConflict(e) {
-			continue // changes nothing in the review
-		}
 		row := rows[e.reviewID]
 		if row != nil && int64(e.revision) <= row.version {
 			continue // already applied

@@ -1,0 +1,176 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// batch is one read of the global order, decoded.
+type batch struct {
+	after, last eventstore.Position
+	events      []event
+	read        int // events read, including skipped ones
+	skipped     int
+	// more says events may follow last right now: the read was full, or
+	// cut short at another group's checkpoint.
+	more          bool
+	first, lastAt time.Time // recorded times of the first and last event read
+	err           error
+}
+
+// readBatch reads and decodes the batch after pos; an empty batch (read 0)
+// when there are no events. With until set, the batch ends at the last
+// event not after until (a laggard catching up with the checkpoint until),
+// unless no event is that early.
+func (r *Runner) readBatch(ctx context.Context, pos eventstore.Position, until *eventstore.Position) batch {
+	recorded, err := r.cfg.Store.ReadAll(ctx, pos, r.cfg.BatchSize)
+	if err != nil {
+		return batch{err: fmt.Errorf("read ledger after %s: %w", pos, err)}
+	}
+	if len(recorded) == 0 {
+		return batch{after: pos, last: pos}
+	}
+	more := len(recorded) == r.cfg.BatchSize
+	if until != nil {
+		n := 0
+		for n < len(recorded) && !until.Less(recorded[n].Position) {
+			n++
+		}
+		if n > 0 && n < len(recorded) {
+			recorded, more = recorded[:n], true
+		}
+	}
+	events, skipped, err := decode(recorded)
+	if err != nil {
+		return batch{err: err}
+	}
+	last := recorded[len(recorded)-1]
+	return batch{
+		after: pos, last: last.Position, events: events, read: len(recorded), skipped: skipped,
+		more: more, first: recorded[0].RecordedAt, lastAt: last.RecordedAt,
+	}
+}
+
+// prefetch reads the batch after a position in the background, while the
+// one before it commits.
+type prefetch struct {
+	after  eventstore.Position
+	result chan batch
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (r *Runner) startPrefetch(ctx context.Context, after eventstore.Position) *prefetch {
+	ctx, cancel := context.WithCancel(ctx)
+	pf := &prefetch{after: after, result: make(chan batch, 1), cancel: cancel}
+	pf.wg.Add(1)
+	go func() {
+		defer pf.wg.Done()
+		pf.result <- r.readBatch(ctx, after, nil)
+	}()
+	return pf
+}
+
+// stop abandons the read and waits for its goroutine; nil is stopped.
+func (pf *prefetch) stop() {
+	if pf != nil {
+		pf.cancel()
+		pf.wg.Wait()
+	}
+}
+
+// outcome is what one batch did to one projection.
+type outcome struct {
+	// applied counts the events the projection used; ignored those it had
+	// no use for, which cost it no query.
+	applied, ignored int
+	// moved says the checkpoint was neither where the batch starts nor
+	// inside it (a rebuild swapped tables in, another process advanced it)
+	// or holds another version: nothing was done, stored is where it is.
+	moved  bool
+	stored checkpoint
+}
+
+// applyBatch applies b to the live tables of every one of ps and moves
+// their checkpoints to the end of b, all in one transaction.
+//
+// The checkpoint rows are locked first. A checkpoint where b starts takes
+// the whole batch; one at an event of b takes what follows it (and one at
+// b's end nothing), so applying a batch twice changes nothing; one
+// anywhere else, or of another version, is moved and left as it is.
+// Each projection is given only the events it uses.
+func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
+	out := make([]outcome, len(ps))
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.name()
+	}
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		clear(out)
+		cps, err := lockCheckpoints(ctx, tx, names)
+		if err != nil {
+			return err
+		}
+		var moved []progress
+		for i, p := range ps {
+			cp := cps[p.name()]
+			events, n, ok := b.from(cp.position)
+			if !ok || cp.version != p.version() {
+				out[i] = outcome{moved: true, stored: cp}
+				continue
+			}
+			if n == 0 {
+				continue // already applied
+			}
+			used, ignored, err := applyUsed(ctx, tx, p, liveTables, events)
+			if err != nil {
+				return fmt.Errorf("projection %s: apply %d events after %s: %w", p.name(), len(events), cp.position, err)
+			}
+			out[i].applied, out[i].ignored = used, ignored
+			moved = append(moved, progress{name: p.name(), n: int64(n)})
+		}
+		if len(moved) == 0 {
+			return nil
+		}
+		if r.beforeCommit != nil {
+			ns := make([]string, len(moved))
+			for i, m := range moved {
+				ns[i] = m.name
+			}
+			if err := r.beforeCommit(ctx, tx, ns); err != nil {
+				return err
+			}
+		}
+		return advance(ctx, tx, moved, b.last, b.lastAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch after %s for %v: %w", b.after, names, err)
+	}
+	return out, nil
+}
+
+// from returns the events of b that follow a checkpoint at pos and how
+// many events the checkpoint moves over to reach b's end; ok is false
+// when pos is neither where b starts nor at one of its events.
+func (b batch) from(pos eventstore.Position) (events []event, n int, ok bool) {
+	switch {
+	case pos == b.after:
+		return b.events, b.read, true
+	case pos == b.last:
+		return nil, 0, true
+	case !pos.Less(b.last) || pos.Less(b.after):
+		return nil, 0, false
+	}
+	for i, e := range b.events {
+		if e.position == pos {
+			return b.events[i+1:], len(b.events) - i - 1, true
+		}
+	}
+	return nil, 0, false
+}

@@ -1,0 +1,84 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// lockKey is the advisory lock electing the one runner of a projection.
+func lockKey(kind, name string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "reviewledger.projection.%s.%s", kind, name)
+	return int64(h.Sum64())
+}
+
+// withLock runs fn while holding p's run lock, waiting as long as another
+// session holds it. The lock goes with the session: when a process dies,
+// its connection closes and the next waiter takes over.
+func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) error) error {
+	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
+		r.metrics.active.WithLabelValues(p.name()).Set(1)
+		defer r.metrics.active.WithLabelValues(p.name()).Set(0)
+		return fn(conn)
+	})
+}
+
+// withLocks runs fn holding the run locks of every one of ps, taken one
+// after another in the order given (always all() order, so two processes
+// waiting for the same locks never hold one each of what the other waits
+// for).
+func (r *Runner) withLocks(ctx context.Context, ps []projection, fn func([]*pgx.Conn) error) error {
+	var take func(held []*pgx.Conn) error
+	take = func(held []*pgx.Conn) error {
+		if len(held) == len(ps) {
+			return fn(held)
+		}
+		return r.withLock(ctx, ps[len(held)], func(conn *pgx.Conn) error { return take(append(held, conn)) })
+	}
+	return take(make([]*pgx.Conn, 0, len(ps)))
+}
+
+// withAdvisoryLock runs fn holding the session-level advisory lock key on a
+// connection of its own, opened outside the pool so that waiting for or
+// holding locks never takes a pooled connection from the work it guards.
+// It waits, trying every retry, while another session holds the lock;
+// closing the connection releases it.
+func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgx.Conn) error) error {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("open lock connection: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	for {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
+		}
+		if ok {
+			return fn(conn)
+		}
+		if err := sleep(ctx, retry); err != nil {
+			return err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
