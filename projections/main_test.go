@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,80 @@ func newEnv(t *testing.T) *env {
 	pool := dbtest.Pool(t)
 	store := memstore.New()
 	return &env{pool: pool, store: store, ledger: ledger.New(store), db: NewDB(pool)}
+}
+
+// newTracedEnv is newEnv with every statement the pool's connections send
+// (the lock connections' included) recorded.
+func newTracedEnv(t *testing.T) (*env, *statements) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = dbtest.MaxConns
+	sql := &statements{}
+	cfg.ConnConfig.Tracer = sql
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := memstore.New()
+	return &env{pool: pool, store: store, ledger: ledger.New(store), db: NewDB(pool)}, sql
+}
+
+// statements is a pgx tracer recording the SQL of every statement, those
+// sent in a pgx.Batch one by one.
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) add(sql string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, sql)
+}
+
+// take returns the statements recorded since the last take.
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sql
+	s.sql = nil
+	return out
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.add(d.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(d.SQL)
+}
+
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// matching returns the statements containing every one of words.
+func matching(sql []string, words ...string) []string {
+	var out []string
+	for _, q := range sql {
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(q, w)
+		}
+		if ok {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 func (e *env) runner(t *testing.T, mod func(*Config)) *Runner {

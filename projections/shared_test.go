@@ -1,0 +1,181 @@
+package projections
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
+)
+
+// transactions returns how many of sql began a transaction, and checks
+// that each locked and moved the checkpoints in one statement.
+func transactions(t *testing.T, what string, sql []string) int {
+	t.Helper()
+	var begins int
+	for _, q := range sql {
+		if strings.HasPrefix(strings.ToLower(q), "begin") {
+			begins++
+		}
+	}
+	locks := len(matching(sql, "FROM projection_checkpoint", "FOR UPDATE"))
+	moves := len(matching(sql, "UPDATE projection_checkpoint AS c"))
+	if locks != begins || moves != begins {
+		t.Errorf("%s: %d transactions, %d checkpoint locks, %d checkpoint moves; want one of each per transaction", what, begins, locks, moves)
+	}
+	return begins
+}
+
+func caughtUpTo(t *testing.T, e *env, r *Runner, want int64) {
+	t.Helper()
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.pool, `SELECT count(*) FROM projection_checkpoint WHERE events = $1`, want); n != int64(len(all())) {
+		t.Fatalf("%d projections at %d events, want all", n, want)
+	}
+}
+
+// The three projections share each batch: one transaction per batch
+// moves every checkpoint, while catching up and in the steady state.
+func TestOneTransactionPerBatch(t *testing.T) {
+	t.Parallel()
+	e, sql := newTracedEnv(t)
+	st := e.workload(t, workload.Config{Reviews: 60, Writers: 2, Seed: 37})
+	r := e.runner(t, nil) // batches of 53
+	sql.take()
+	caughtUpTo(t, e, r, st.Events)
+	batches := int((st.Events + 52) / 53)
+	if n := transactions(t, "catch-up", sql.take()); n != batches {
+		t.Errorf("catch-up of %d events in batches of 53: %d transactions, want %d", st.Events, n, batches)
+	}
+
+	// Steady state: events arrive one at a time while Run follows.
+	run(t, r)
+	s := scenario{t: t, e: e, pol: workload.DefaultPolicy()}
+	total := st.Events
+	appended := func(what string, events int64) {
+		t.Helper()
+		total += events
+		waitCaughtUp(t, e.pool, total)
+		if n := transactions(t, what, sql.take()); n != 1 {
+			t.Errorf("%s: %d transactions, want 1 for all three projections", what, n)
+		}
+	}
+	warm := s.submit("warm-up", "caption_suggestion", t0)
+	waitCaughtUp(t, e.pool, total+1) // every projection has joined the loop
+	total++
+	sql.take()
+	a := s.submit("a", "caption_suggestion", t0)
+	appended("Submitted", 1)
+	a = s.attempt(a, t0)
+	appended("AttemptStarted", 1)
+	s.find(a, domain.DecisionAccepted, t0.Add(3*time.Second))
+	appended("FindingReceived", 1)
+	s.attempt(warm, t0)
+	appended("AttemptStarted of another review", 1)
+}
+
+// A projection behind the others catches up on its own, then joins the
+// shared batch.
+func TestLaggardJoinsSharedBatch(t *testing.T) {
+	t.Parallel()
+	e, sql := newTracedEnv(t)
+	first := e.workload(t, workload.Config{Reviews: 80, Writers: 2, Seed: 41})
+	summaryOnly := e.runner(t, func(c *Config) { c.Projections = []string{ReviewSummary} })
+	if err := summaryOnly.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	more := e.workload(t, workload.Config{Reviews: 40, Prefix: "more-", Writers: 2, Seed: 43})
+	r := e.runner(t, nil)
+	caughtUpTo(t, e, r, first.Events+more.Events)
+
+	sql.take()
+	s := scenario{t: t, e: e, pol: workload.DefaultPolicy()}
+	s.submit("after", "transcript_import", t0)
+	caughtUpTo(t, e, r, first.Events+more.Events+1)
+	if n := transactions(t, "after catching up", sql.take()); n != 1 {
+		t.Errorf("a batch after the laggards caught up: %d transactions, want 1", n)
+	}
+
+	incremental := dump(t, e.pool)
+	if _, err := r.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "laggards caught up vs rebuild", dump(t, e.pool), incremental)
+}
+
+// Events a projection does not use cost it no statement: a batch of only
+// an AttemptStarted is review_summary's alone, a conflicting completion is
+// the SLO projection's alone (one insert, no load), and a finding of a
+// review submitted in an earlier batch costs the manual queue one DELETE
+// of its candidate and no load.
+func TestIgnoredEventsIssueNoQuery(t *testing.T) {
+	t.Parallel()
+	e, sql := newTracedEnv(t)
+	ctx := context.Background()
+	r := e.runner(t, nil)
+	s := scenario{t: t, e: e, pol: workload.DefaultPolicy()}
+	a := s.submit("a", "caption_suggestion", t0) // no human gate
+	caughtUpTo(t, e, r, 1)
+
+	touching := func(sql []string, table string) []string { return matching(sql, `"`+table) }
+	check := func(what string, got []string, want map[string]int) {
+		t.Helper()
+		for _, table := range []string{"review_summary", "manual_queue", "slo_"} {
+			if n := len(touching(got, table)); n != want[table] {
+				t.Errorf("%s: %d statements on %s*, want %d: %q", what, n, table, want[table], touching(got, table))
+			}
+		}
+	}
+
+	sql.take()
+	a = s.attempt(a, t0)
+	caughtUpTo(t, e, r, 2)
+	check("AttemptStarted", sql.take(), map[string]int{"review_summary": 2}) // load and write
+
+	late, err := a.RecordConflict(domain.Conflict{Attempt: 1, Source: domain.SourceCallback, Reason: domain.ConflictReviewMovedOn}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ledger.RecordConflict(ctx, late, ledger.Actor{Name: "provider"}); err != nil {
+		t.Fatal(err)
+	}
+	caughtUpTo(t, e, r, 3)
+	got := sql.take()
+	check("ConflictingCompletionRecorded", got, map[string]int{"slo_": 1})
+	if len(touching(got, "slo_conflict")) != 1 {
+		t.Errorf("a conflicting completion: %q, want one statement on slo_conflict", touching(got, "slo_"))
+	}
+
+	s.find(a, domain.DecisionAccepted, t0.Add(3*time.Second))
+	caughtUpTo(t, e, r, 4)
+	got = sql.take()
+	// slo: the load of slo_open, then its writes in one pgx.Batch.
+	check("FindingReceived", got, map[string]int{"review_summary": 2, "manual_queue": 1, "slo_": 5})
+	if q := touching(got, "manual_queue"); len(q) == 1 && !strings.HasPrefix(strings.TrimSpace(q[0]), "DELETE") {
+		t.Errorf("the queue on a finding: %q, want a DELETE", q[0])
+	}
+	if n := count(t, e.pool, `SELECT count(*) FROM manual_queue_candidate`); n != 0 {
+		t.Errorf("%d candidates left after the finding, want 0", n)
+	}
+
+	for name, want := range map[string][2]float64{
+		ReviewSummary: {3, 1}, // applied, ignored (the conflict)
+		ManualQueue:   {2, 2}, // Submitted, FindingReceived; AttemptStarted, the conflict
+		SLO:           {3, 1}, // Submitted, the conflict, FindingReceived; AttemptStarted
+	} {
+		got := [2]float64{counter(t, r.metrics.events.WithLabelValues(name)), counter(t, r.metrics.ignored.WithLabelValues(name))}
+		if got != want {
+			t.Errorf("%s: events applied, ignored = %v, want %v", name, got, want)
+		}
+	}
+	incremental := dump(t, e.pool)
+	if _, err := r.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild", dump(t, e.pool), incremental)
+}
