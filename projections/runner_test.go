@@ -498,3 +498,44 @@ func TestBatchSizesAgree(t *testing.T) {
 		diff(t, fmt.Sprintf("batches of %d vs 5000", size), got, want)
 	}
 }
+
+// A runner whose lock sessions die (a network cut, an administrator) lets
+// go of its projections, takes the locks again and carries on from the
+// checkpoints.
+func TestLockLostRejoins(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.runner(t, nil)
+	run(t, r)
+	st := e.workload(t, workload.Config{Reviews: 60, Writers: 2, Seed: 47})
+	waitCaughtUp(t, e.pool, st.Events)
+	// Only this test's database: its own lock sessions.
+	if n := count(t, e.pool, `SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l
+		JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`); n != 3 {
+		t.Fatalf("terminated %d lock sessions, want 3", n)
+	}
+	waitFor(t, "the errors counted", func() bool {
+		for _, p := range all() {
+			if counter(t, r.metrics.errors.WithLabelValues(p.name())) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	more := e.workload(t, workload.Config{Reviews: 60, Prefix: "more-", Writers: 2, Seed: 53})
+	waitCaughtUp(t, e.pool, st.Events+more.Events)
+	checkCounts(t, e, workload.Stats{
+		Reviews: st.Reviews + more.Reviews, Events: st.Events + more.Events, Conflicts: st.Conflicts + more.Conflicts,
+		States: sumStates(st.States, more.States),
+	})
+}
+
+func sumStates(a, b map[domain.State]int64) map[domain.State]int64 {
+	out := map[domain.State]int64{}
+	for _, m := range []map[domain.State]int64{a, b} {
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
+}

@@ -116,6 +116,9 @@ func (l *loop) run(ctx context.Context) (err error) {
 		if err := l.ping(ctx); err != nil {
 			return err
 		}
+		if len(l.members) == 0 {
+			continue // every lock was lost
+		}
 		progressed, err := l.step(ctx)
 		if err == nil && progressed {
 			continue
@@ -308,6 +311,9 @@ func (l *loop) caughtUp() {
 // most, so that members joining meanwhile wait no longer than that.
 func (l *loop) wait(ctx context.Context) error {
 	groups := groupByPosition(l.members)
+	if len(groups) == 0 {
+		return nil
+	}
 	pos := groups[len(groups)-1][0].pos
 	wctx, cancel := context.WithTimeout(ctx, l.r.cfg.PollInterval)
 	defer cancel()
