@@ -139,7 +139,7 @@ func run() error {
 
 	// All three at once, as a serving process runs them: from zero again.
 	if _, err := pool.Exec(ctx, `TRUNCATE projection_checkpoint, review_summary, manual_queue_candidate, manual_queue,
-		slo_open, slo_minute, slo_latency, slo_attempt`); err != nil {
+		slo_open, slo_minute, slo_latency, slo_attempt, slo_conflict`); err != nil {
 		return err
 	}
 	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: source, BatchSize: *batch, Logger: quiet})
