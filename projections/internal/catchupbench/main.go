@@ -137,7 +137,9 @@ func run() error {
 	}
 	fmt.Printf("catch-up all, one after another: %s: %.0f events/s per projection\n", sum.Round(time.Millisecond), float64(n)*3/sum.Seconds())
 
-	// All three at once, as a serving process runs them: from zero again.
+	// All three at once, as a serving process runs them (one shared batch:
+	// one read and one transaction per batch for the three): from zero
+	// again.
 	if _, err := pool.Exec(ctx, `TRUNCATE projection_checkpoint, review_summary, manual_queue_candidate, manual_queue,
 		slo_open, slo_minute, slo_latency, slo_attempt, slo_conflict`); err != nil {
 		return err
@@ -151,7 +153,7 @@ func run() error {
 		return err
 	}
 	d := time.Since(t0)
-	fmt.Printf("catch-up all three concurrently: %d events in %s: %.0f events/s (every projection current)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	fmt.Printf("catch-up all three together: %d events in %s: %.0f events/s (every projection current)\n", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
 	return nil
 }
 
