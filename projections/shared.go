@@ -120,14 +120,14 @@ func (l *loop) run(ctx context.Context) (err error) {
 			continue // every lock was lost
 		}
 		progressed, err := l.step(ctx)
-		if err == nil && progressed {
+		switch {
+		case err != nil: // a read failed, which no member can get past (or CatchUp gives up)
+		case progressed:
 			continue
-		}
-		if err == nil && !l.follow {
+		case !l.follow:
 			l.caughtUp()
 			return nil
-		}
-		if err == nil {
+		default:
 			l.caughtUp()
 			err = l.wait(ctx)
 		}
