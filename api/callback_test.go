@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/domain"
 )
 

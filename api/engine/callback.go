@@ -67,6 +67,9 @@ func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header htt
 	return err
 }
 
+// settleTries bounds the writes of a delivery's outcome.
+const settleTries = 3
+
 // settle stores what became of a delivery, trying a few times. Should it
 // still fail, a redelivery finds no outcome and is answered from the
 // ledger (redelivered), so nothing is lost but the shortcut.
@@ -74,17 +77,17 @@ func (e *Engine) settle(ctx context.Context, webhookID, reviewID, outcome string
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	retry := newBackoff()
-	for {
-		err := e.store.SetDeliveryOutcome(ctx, webhookID, reviewID, outcome)
-		if err == nil {
+	var err error
+	for try := range settleTries {
+		if err = e.store.SetDeliveryOutcome(ctx, webhookID, reviewID, outcome); err == nil {
 			return
 		}
-		if e.clock.Sleep(ctx, retry.next()) != nil {
-			e.metrics.storeErrors.Inc()
-			e.log.Warn("store callback outcome; a redelivery is checked against the ledger", "review_id", reviewID, "outcome", outcome, "error", err.Error())
-			return
+		e.metrics.storeErrors.Inc()
+		if try+1 < settleTries && e.clock.Sleep(ctx, retry.next()) != nil {
+			break
 		}
 	}
+	e.log.Warn("store callback outcome; a redelivery is checked against the ledger", "review_id", reviewID, "outcome", outcome, "error", err.Error())
 }
 
 // redelivered answers a delivery seen before: as it was answered then, or

@@ -229,7 +229,7 @@ func TestAsyncCallbackDecidesAParkedReview(t *testing.T) {
 func TestAsyncCallbackOnAnotherProcess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, []step{async})
-	other, err := New(Config{Policy: testPolicy(), Store: h.mem, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
+	other, err := New(Config{Policy: testPolicy(), Store: h.store, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
 		Clock: h.clock, Logger: slog.New(slog.DiscardHandler), Owner: "other"})
 	if err != nil {
 		t.Fatal(err)

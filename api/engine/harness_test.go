@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -21,9 +22,12 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
+	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
 func TestMain(m *testing.M) {
@@ -202,7 +206,8 @@ type harness struct {
 	clock  *fakeClock
 	prov   *scripted
 	ledger *ledger.Ledger
-	mem    *memwork.Store
+	mem    recordReader
+	pool   *pgxpool.Pool // on PostgreSQL (newPGHarness)
 	logs   *syncBuffer
 	reg    *prometheus.Registry
 	signer *provider.Signer
@@ -228,15 +233,58 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// recordReader reads a review's work record, for tests.
+type recordReader interface {
+	Record(reviewID string) (work.Record, bool)
+}
+
 func newHarness(t *testing.T, steps []step, tweak ...func(*Config)) *harness {
 	t.Helper()
-	clock := newFakeClock()
 	mem := memwork.New(memstore.New())
-	h := &harness{clock: clock, prov: &scripted{clock: clock, steps: steps}, mem: mem, ledger: mem.Ledger(ledger.GroupCommit{}),
+	return newHarnessOn(t, mem, mem, mem.Ledger(ledger.GroupCommit{}), steps, tweak...)
+}
+
+// newPGHarness is newHarness on PostgreSQL: pgstore, pgwork, a database of
+// its own.
+func newPGHarness(t *testing.T, steps []step, tweak ...func(*Config)) *harness {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	events := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(events.Close)
+	store := pgwork.New(pool, events)
+	h := newHarnessOn(t, store, pgRecords{pool}, store.Ledger(ledger.GroupCommit{}), steps, tweak...)
+	h.pool = pool
+	return h
+}
+
+// pgRecords reads review_work.
+type pgRecords struct{ pool *pgxpool.Pool }
+
+func (p pgRecords) Record(id string) (work.Record, bool) {
+	var (
+		r     = work.Record{ReviewID: id}
+		owner *string
+		lease *time.Time
+	)
+	err := p.pool.QueryRow(context.Background(), `SELECT deadline, due_at, owner_id, lease_until, awaiting FROM review_work WHERE review_id = $1`, id).
+		Scan(&r.Deadline, &r.DueAt, &owner, &lease, &r.Awaiting)
+	if err != nil {
+		return work.Record{}, false
+	}
+	if owner != nil {
+		r.Owner, r.LeaseUntil = *owner, *lease
+	}
+	return r, true
+}
+
+func newHarnessOn(t *testing.T, store work.Store, records recordReader, led *ledger.Ledger, steps []step, tweak ...func(*Config)) *harness {
+	t.Helper()
+	clock := newFakeClock()
+	h := &harness{clock: clock, prov: &scripted{clock: clock, steps: steps}, mem: records, ledger: led,
 		logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
 	h.signer, _ = provider.NewSigner(testSecret)
 	cfg := Config{
-		Policy: testPolicy(), Store: mem, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
+		Policy: testPolicy(), Store: store, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
 		Logger: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: h.reg,
 		Clock: clock, Owner: "test-owner",
 	}

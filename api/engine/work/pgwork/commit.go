@@ -156,17 +156,21 @@ func leaseOf(c work.Change) time.Time {
 // NOTHING, so a stream never exists without them; then the appends; then,
 // for the streams written, the created content is made the creator's
 // (replacing what a failed earlier submission left), and the other changes
-// are applied. A crash in between leaves only records the engine checks
+// are applied; for a create that failed (the review existed), what its
+// stage wrote is deleted. A crash in between leaves only records the engine checks
 // against the ledger before it acts (and the sweeper clears, once past
 // their deadline, when the review never came to exist).
 func (s *Store) commitOrdered(ctx context.Context, appends []eventstore.StreamAppend, changes []change) ([]eventstore.StreamResult, error) {
+	staged := make(map[int]stagedRows)
 	for _, c := range changes {
 		if c.Op != work.Create {
 			continue
 		}
-		if err := s.stage(ctx, c.Change); err != nil {
+		rows, err := s.stage(ctx, c.Change)
+		if err != nil {
 			return nil, err
 		}
+		staged[c.index] = rows
 	}
 	results, err := s.events.AppendMulti(ctx, appends...)
 	if err != nil {
@@ -174,6 +178,9 @@ func (s *Store) commitOrdered(ctx context.Context, appends []eventstore.StreamAp
 	}
 	for _, c := range changes {
 		if results[c.index].Err != nil {
+			if err := s.unstage(ctx, c.ReviewID, staged[c.index]); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if err := s.applyAfter(ctx, c.Change); err != nil {
@@ -183,15 +190,36 @@ func (s *Store) commitOrdered(ctx context.Context, appends []eventstore.StreamAp
 	return results, nil
 }
 
-func (s *Store) stage(ctx context.Context, c work.Change) error {
-	content := nonNil(c.Payload.Content)
-	if _, err := s.pool.Exec(ctx, `INSERT INTO review_payload (review_id, digest, content_type, content, stored_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING`, c.ReviewID, c.Payload.Digest, c.Payload.ContentType, content, c.At); err != nil {
-		return dbErr(ctx, "stage content of "+c.ReviewID, err)
+// stagedRows says which rows a stage wrote (rather than found).
+type stagedRows struct{ payload, record bool }
+
+func (s *Store) stage(ctx context.Context, c work.Change) (stagedRows, error) {
+	var rows stagedRows
+	tag, err := s.pool.Exec(ctx, `INSERT INTO review_payload (review_id, digest, content_type, content, stored_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING`, c.ReviewID, c.Payload.Digest, c.Payload.ContentType, nonNil(c.Payload.Content), c.At)
+	if err != nil {
+		return rows, dbErr(ctx, "stage content of "+c.ReviewID, err)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
+	rows.payload = tag.RowsAffected() == 1
+	tag, err = s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
 		ON CONFLICT (review_id) DO NOTHING`, c.ReviewID, c.Deadline, c.At)
-	return dbErr(ctx, "stage work of "+c.ReviewID, err)
+	rows.record = err == nil && tag.RowsAffected() == 1
+	return rows, dbErr(ctx, "stage work of "+c.ReviewID, err)
+}
+
+// unstage deletes what a stage wrote for a review that was not created (it
+// existed): the change is not applied.
+func (s *Store) unstage(ctx context.Context, reviewID string, rows stagedRows) error {
+	if rows.record {
+		if err := s.Done(ctx, reviewID); err != nil {
+			return err
+		}
+	}
+	if rows.payload {
+		_, err := s.pool.Exec(ctx, `DELETE FROM review_payload WHERE review_id = $1`, reviewID)
+		return dbErr(ctx, "unstage content of "+reviewID, err)
+	}
+	return nil
 }
 
 func (s *Store) applyAfter(ctx context.Context, c work.Change) error {
