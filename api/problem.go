@@ -72,6 +72,7 @@ var problemTable = []problemKind{
 	{ErrRouteNotFound, http.StatusNotFound, "route-not-found", "No such route"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"},
 	{ErrNotReady, http.StatusServiceUnavailable, "not-ready", "Not ready"},
+	{eventstore.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "Temporarily unavailable"},
 	{provider.ErrInvalidSignature, http.StatusUnauthorized, "invalid-signature", "Invalid or stale webhook signature"},
 	{engine.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
@@ -172,9 +173,19 @@ func (s *Server) handleError(err error, c echo.Context) {
 		Field:     field,
 		RequestID: requestID(c),
 	}
-	if known {
+	switch {
+	case known && row.kind == "unavailable":
+		// The database went away for a while: the client retries, the same
+		// request with the same review ID. The driver's words stay in the log.
+		p.Detail = "the service's database is unavailable; retry after the Retry-After seconds"
+		s.log.WarnContext(c.Request().Context(), "request refused: database unavailable",
+			slog.String("request_id", p.RequestID),
+			slog.String("method", c.Request().Method),
+			slog.String("route", c.Path()),
+			slog.String("error", err.Error()))
+	case known:
 		p.Detail = err.Error()
-	} else {
+	default:
 		p.Detail = "an unexpected error occurred; quote the request_id when reporting it"
 		s.log.ErrorContext(c.Request().Context(), "request failed",
 			slog.String("request_id", p.RequestID),
@@ -190,6 +201,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	case http.StatusTooManyRequests:
 		h.Set(echo.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds(s.cfg.RetryAfter)))
+	case http.StatusServiceUnavailable:
+		if row.kind == "unavailable" {
+			h.Set(echo.HeaderRetryAfter, "1")
+		}
 	}
 	writeProblem(c, p)
 }

@@ -17,6 +17,12 @@ var (
 	// ErrInvalidEvent is returned for events the store cannot accept (empty
 	// type, malformed ID, no events at all).
 	ErrInvalidEvent = errors.New("invalid event")
+	// ErrUnavailable is matched by the errors of a store that could not be
+	// reached or does not take work now (connection refused or lost,
+	// server shutting down or starting, out of connections). The
+	// operation may or may not have been carried out; trying it again
+	// later, with the same event IDs, is safe.
+	ErrUnavailable = errors.New("event store unavailable")
 )
 
 // WrongExpectedVersionError reports a failed expected-revision check.

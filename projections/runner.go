@@ -216,7 +216,11 @@ func (r *Runner) hold(ctx context.Context, p projection, joins chan<- *member) {
 			return
 		}
 		r.metrics.errors.WithLabelValues(p.name()).Inc()
-		log.Error("projection stopped; retrying", "err", err, "retry_in", r.cfg.RetryDelay)
+		level := slog.LevelError
+		if unavailable(err) {
+			level = slog.LevelWarn // the database went away for a while: nothing to mend here
+		}
+		log.Log(ctx, level, "projection stopped; retrying", "err", err, "retry_in", r.cfg.RetryDelay)
 		if sleep(ctx, r.cfg.RetryDelay) != nil {
 			return
 		}

@@ -119,9 +119,15 @@ func (e *Engine) adopt(j *job, leaseSent time.Time) {
 
 func (e *Engine) startLocked(j *job) {
 	e.active++
-	e.metrics.inFlight.Set(float64(e.active))
+	e.gaugesLocked()
 	e.working.Add(1)
 	go e.work(j)
+}
+
+// gaugesLocked sets the gauges of reviews worked and parked here.
+func (e *Engine) gaugesLocked() {
+	e.metrics.inFlight.Set(float64(e.active))
+	e.metrics.parked.Set(float64(e.parkedCount()))
 }
 
 // done ends a job's goroutine; a parked job stays known (its timer wakes
@@ -130,10 +136,10 @@ func (e *Engine) done(j *job) {
 	e.releaseSlot(j)
 	e.mu.Lock()
 	e.active--
-	e.metrics.inFlight.Set(float64(e.active))
 	if !j.parked && e.jobs[j.id] == j {
 		delete(e.jobs, j.id)
 	}
+	e.gaugesLocked()
 	onDone := j.onDone
 	j.onDone = nil
 	e.mu.Unlock()
@@ -156,7 +162,6 @@ func (e *Engine) park(j *job, until time.Time) {
 			e.cached += len(j.payload.Content)
 		}
 	}
-	e.metrics.parked.Set(float64(e.parkedCount()))
 	heap.Push(&e.parked, timer{at: until, id: j.id})
 	select {
 	case e.timerWake <- struct{}{}:
@@ -179,6 +184,7 @@ func (e *Engine) forget(reviewID string) {
 	if j := e.jobs[reviewID]; j != nil && j.parked {
 		e.uncache(j)
 		delete(e.jobs, reviewID)
+		e.gaugesLocked()
 	}
 }
 
@@ -300,7 +306,7 @@ func (e *Engine) dropUnclaimed(ids []string, claimed []work.Claimed, now time.Ti
 			delete(e.jobs, id)
 		}
 	}
-	e.metrics.parked.Set(float64(e.parkedCount()))
+	e.gaugesLocked()
 }
 
 // claimDue claims up to room due reviews; it reports whether there may be

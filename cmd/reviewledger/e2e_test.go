@@ -357,7 +357,11 @@ func startServeErr(t *testing.T, env map[string]string) (*serveProc, error) {
 }
 
 func tryServe(t *testing.T, env map[string]string) (*serveProc, error) {
-	bin := binPath // built by reviewledgerBin
+	return tryServeBin(t, binPath, env) // built by reviewledgerBin
+}
+
+// tryServeBin starts the serve command of bin.
+func tryServeBin(t *testing.T, bin string, env map[string]string) (*serveProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -285,12 +286,38 @@ func (s *Store) current(ctx context.Context, stream string) (bool, uint64, error
 }
 
 // storeErr translates a driver error: the context's error when ctx ended,
-// otherwise the message alone, so that no driver type leaks to callers.
+// otherwise the message alone, so that no driver type leaks to callers;
+// it matches eventstore.ErrUnavailable when the server could not be used
+// (Unavailable).
 func storeErr(op string, ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
 	}
+	if Unavailable(err) {
+		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
+	}
 	return fmt.Errorf("%s: %v", op, err)
+}
+
+// Unavailable reports whether a driver error means the server could not be
+// used, rather than that it refused the statement: anything but an error
+// the server reported (the connection could not be made, was lost, or the
+// pool is closed), and the server's errors of that kind (connection
+// exceptions, shutting down or starting up, out of connections).
+func Unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	switch {
+	case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+		return true
+	case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin or crash shutdown, cannot connect now
+		return true
+	case pgErr.Code == "53300": // too many connections
+		return true
+	}
+	return false
 }
 
 func nonNil(b []byte) []byte {

@@ -222,13 +222,17 @@ func (s *Store) PurgeDeliveries(ctx context.Context, cutoff time.Time) error {
 }
 
 // dbErr translates a driver error: the context's error when ctx ended,
-// otherwise the message alone, so no driver type leaks to the engine.
+// otherwise the message alone, so no driver type leaks to the engine; it
+// matches eventstore.ErrUnavailable when the database could not be used.
 func dbErr(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	if pgstore.Unavailable(err) {
+		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
 	}
 	return fmt.Errorf("%s: %v", op, err)
 }

@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A private server survives a restart and a SIGKILL with what was
+// committed, and answers again after each.
+func TestRestartAndKill(t *testing.T) {
+	t.Parallel()
+	c := Start(t)
+	url := c.CreateDatabase("cluster_test")
+	exec := func(sql string) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := exec(`CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)`); n != 1 {
+		t.Fatalf("%d rows", n)
+	}
+	c.Restart()
+	if n := exec(`INSERT INTO kept VALUES (2)`); n != 2 {
+		t.Fatalf("after the restart: %d rows", n)
+	}
+	c.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if conn, err := pgx.Connect(ctx, url); err == nil {
+		conn.Close(ctx)
+		t.Fatal("the killed server still answers")
+	}
+	cancel()
+	c.StartAgain()
+	if n := exec(`INSERT INTO kept VALUES (3)`); n != 3 {
+		t.Fatalf("after the kill: %d rows", n)
+	}
+}

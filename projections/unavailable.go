@@ -1,0 +1,33 @@
+package projections
+
+import (
+	"errors"
+	"io"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// unavailable reports whether err says the database could not be used
+// (the connection could not be made or was lost, the server is shutting
+// down or starting, out of connections), rather than that something is
+// wrong with a projection: the runner retries either way, but only the
+// latter is worth an error in the log.
+func unavailable(err error) bool {
+	if errors.Is(err, eventstore.ErrUnavailable) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
