@@ -411,9 +411,9 @@ func (f *flaky) Claim(ctx context.Context, q work.Query) ([]work.Claimed, error)
 	return f.Store.Claim(ctx, q)
 }
 
-func (f *flaky) Renew(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error) {
+func (f *flaky) Renew(ctx context.Context, owner string, ids []string, until time.Time) ([]string, []string, error) {
 	if f.on.Load() {
-		return nil, errFlaky
+		return nil, nil, errFlaky
 	}
 	return f.Store.Renew(ctx, owner, ids, until)
 }

@@ -359,41 +359,63 @@ func (e *Engine) renewLoop(ctx context.Context) {
 	}
 }
 
+// renew renews the leases that need it: those of reviews worked here whose
+// lease ends within two renewal intervals (a review whose step takes
+// milliseconds is never renewed at all).
 func (e *Engine) renew(ctx context.Context) {
 	e.mu.Lock()
+	now := e.clock.Now()
 	var ids []string
 	for id, j := range e.jobs {
-		if !j.parked {
+		if !j.parked && j.leaseUntil.Sub(now) < 2*e.renewInterval() {
 			ids = append(ids, id)
 		}
 	}
 	e.mu.Unlock()
+	if len(ids) > 0 {
+		e.renewLeases(ctx, ids)
+	}
+	e.stopLapsedCalls()
+}
+
+func (e *Engine) renewLeases(ctx context.Context, ids []string) {
 	sent := e.clock.Now()
-	held, err := e.store.Renew(ctx, e.cfg.Owner, ids, sent.Add(e.cfg.Lease))
-	if err != nil && ctx.Err() == nil {
-		e.metrics.storeErrors.Inc()
-		e.log.Warn("renew leases; retrying", "error", err.Error())
+	renewed, held, err := e.store.Renew(ctx, e.cfg.Owner, ids, sent.Add(e.cfg.Lease))
+	if err != nil {
+		if ctx.Err() == nil {
+			e.metrics.storeErrors.Inc()
+			e.log.Warn("renew leases; retrying", "error", err.Error())
+		}
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err == nil {
-		kept := make(map[string]bool, len(held))
-		for _, id := range held {
-			kept[id] = true
-		}
-		for _, id := range ids {
-			j := e.jobs[id]
-			switch {
-			case j == nil || j.parked:
-			case kept[id]:
-				j.leaseUntil = e.localLease(sent)
-			case j.heldSince.Before(sent):
-				// Held since before this renewal was sent, and not renewed:
-				// another process took it, or it left the automated path.
-				j.lost = true
-			}
+	extended, kept := make(map[string]bool, len(renewed)), make(map[string]bool, len(held))
+	for _, id := range renewed {
+		extended[id] = true
+	}
+	for _, id := range held {
+		kept[id] = true
+	}
+	for _, id := range ids {
+		j := e.jobs[id]
+		switch {
+		case j == nil || j.parked:
+		case extended[id]:
+			j.leaseUntil = e.localLease(sent)
+		case !kept[id] && j.heldSince.Before(sent):
+			// Held since before this renewal was sent, and no longer held:
+			// another process took it, or it left the automated path.
+			j.lost = true
 		}
 	}
+}
+
+// stopLapsedCalls stops the calls of reviews whose lease this process
+// could not renew in time, or found taken.
+func (e *Engine) stopLapsedCalls() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	now := e.clock.Now()
 	for _, j := range e.jobs {
 		if !j.parked && j.cancelCall != nil && (j.lost || now.After(j.leaseUntil)) {

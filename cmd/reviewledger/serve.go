@@ -32,6 +32,7 @@ type ServeCmd struct {
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
 	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models)."`
 	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
+	DebugAddr   string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
 }
 
 // Roles a serve process can run.
@@ -53,6 +54,8 @@ func (c *ServeCmd) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight)
 	case c.ReadyMaxLag <= 0:
 		return fmt.Errorf("REVIEWLEDGER_READY_MAX_LAG: must be a positive duration, got %s", c.ReadyMaxLag)
+	case c.DebugAddr != "" && !validHostPort(c.DebugAddr):
+		return fmt.Errorf("REVIEWLEDGER_DEBUG_ADDR: %q is not host:port", c.DebugAddr)
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("REVIEWLEDGER_STOP_TIMEOUT: must be a positive duration such as 10s, got %s", c.StopTimeout)
 	case len(c.Roles) == 0:
@@ -134,6 +137,9 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 
 	var roles []role
+	if c.DebugAddr != "" {
+		roles = append(roles, role{"debug", func(ctx context.Context) error { return serveDebug(ctx, c.DebugAddr) }})
+	}
 	if c.runs(roleAPI) {
 		roles = append(roles, role{roleAPI, func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }})
 	}

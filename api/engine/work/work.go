@@ -126,9 +126,12 @@ type Store interface {
 	// another process is taking at the same moment, and gives them to
 	// q.Owner until q.LeaseUntil.
 	Claim(ctx context.Context, q Query) ([]Claimed, error)
-	// Renew extends to until owner's leases of the named records and
-	// returns the IDs of those it still held.
-	Renew(ctx context.Context, owner string, reviewIDs []string, until time.Time) ([]string, error)
+	// Renew extends to until owner's leases of the named records, and
+	// returns the IDs of those it extended and of those owner still holds.
+	// A record being written at the moment (its review's step committing)
+	// is held but may be left unextended rather than waited for, so that a
+	// renewal never holds up the work it renews.
+	Renew(ctx context.Context, owner string, reviewIDs []string, until time.Time) (renewed, held []string, err error)
 	// Park makes a record owner holds due at until, with no owner,
 	// awaiting a callback for attempt awaiting (0: none). Nothing happens
 	// when owner does not hold it.

@@ -128,7 +128,7 @@ func (s *Store) Claim(_ context.Context, q work.Query) ([]work.Claimed, error) {
 }
 
 // Renew implements work.Store.
-func (s *Store) Renew(_ context.Context, owner string, reviewIDs []string, until time.Time) ([]string, error) {
+func (s *Store) Renew(_ context.Context, owner string, reviewIDs []string, until time.Time) ([]string, []string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
@@ -138,7 +138,7 @@ func (s *Store) Renew(_ context.Context, owner string, reviewIDs []string, until
 			ids = append(ids, id)
 		}
 	}
-	return ids, nil
+	return ids, slices.Clone(ids), nil
 }
 
 // Park implements work.Store.

@@ -107,18 +107,45 @@ func (s *Store) Claim(ctx context.Context, q work.Query) ([]work.Claimed, error)
 	return out, nil
 }
 
+// renewSQL extends the leases of the named records owner holds, skipping
+// those another transaction is writing (its review's step committing:
+// waiting for it would hold up the very work renewed), in a fixed order,
+// and returns every record named that owner holds, with whether it was
+// extended.
+const renewSQL = `
+WITH extended AS (
+	UPDATE review_work w SET lease_until = $3
+	FROM (SELECT review_id FROM review_work WHERE owner_id = $1 AND review_id = ANY($2::text[])
+		ORDER BY review_id FOR UPDATE SKIP LOCKED) l
+	WHERE w.review_id = l.review_id
+	RETURNING w.review_id
+)
+SELECT r.review_id, e.review_id IS NOT NULL
+FROM review_work r LEFT JOIN extended e USING (review_id)
+WHERE r.owner_id = $1 AND r.review_id = ANY($2::text[])`
+
 // Renew implements work.Store.
-func (s *Store) Renew(ctx context.Context, owner string, reviewIDs []string, until time.Time) ([]string, error) {
+func (s *Store) Renew(ctx context.Context, owner string, reviewIDs []string, until time.Time) ([]string, []string, error) {
 	if len(reviewIDs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	rows, _ := s.pool.Query(ctx, `UPDATE review_work SET lease_until = $3 WHERE owner_id = $1 AND review_id = ANY($2::text[])
-		RETURNING review_id`, owner, reviewIDs, until)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, _ := s.pool.Query(ctx, renewSQL, owner, reviewIDs, until)
+	var (
+		renewed, held []string
+		id            string
+		extended      bool
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &extended}, func() error {
+		held = append(held, id)
+		if extended {
+			renewed = append(renewed, id)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, dbErr(ctx, "renew leases", err)
+		return nil, nil, dbErr(ctx, "renew leases", err)
 	}
-	return ids, nil
+	return renewed, held, nil
 }
 
 // Park implements work.Store.

@@ -240,10 +240,11 @@ func testRenewRelease(t *testing.T, s Subject) {
 		create(t, s, id, "")
 	}
 	claim(t, s, work.Query{Owner: "a", LeaseUntil: t0.Add(time.Second), Now: t0, IDs: []string{"rn-1", "rn-2"}})
-	held, err := s.Store.Renew(ctx, "a", []string{"rn-1", "rn-2", "rn-3"}, t0.Add(time.Minute))
+	renewed, held, err := s.Store.Renew(ctx, "a", []string{"rn-1", "rn-2", "rn-3"}, t0.Add(time.Minute))
+	sort.Strings(renewed)
 	sort.Strings(held)
-	if err != nil || !slices.Equal(held, []string{"rn-1", "rn-2"}) {
-		t.Fatalf("Renew = %v, %v; want the two a holds", held, err)
+	if err != nil || !slices.Equal(held, []string{"rn-1", "rn-2"}) || !slices.Equal(renewed, held) {
+		t.Fatalf("Renew = %v, %v, %v; want the two a holds, renewed", renewed, held, err)
 	}
 	if got := claim(t, s, work.Query{Owner: "b", LeaseUntil: t0.Add(time.Hour), Now: t0.Add(30 * time.Second), IDs: []string{"rn-1", "rn-2"}}); len(got) != 0 {
 		t.Fatalf("renewed leases taken: %v", got)
@@ -260,7 +261,7 @@ func testRenewRelease(t *testing.T, s Subject) {
 	if got := claim(t, s, work.Query{Owner: "b", LeaseUntil: t0.Add(time.Hour), Now: t0.Add(30 * time.Second), IDs: []string{"rn-2"}}); !slices.Equal(got, []string{"rn-2"}) {
 		t.Fatalf("after releasing all of a's: %v", got)
 	}
-	if held, _ := s.Store.Renew(ctx, "a", []string{"rn-1", "rn-2"}, t0.Add(time.Hour)); len(held) != 0 {
+	if _, held, _ := s.Store.Renew(ctx, "a", []string{"rn-1", "rn-2"}, t0.Add(time.Hour)); len(held) != 0 {
 		t.Fatalf("a still renews %v after others took them", held)
 	}
 }
@@ -291,7 +292,7 @@ func testParkRelease(t *testing.T, s Subject) {
 	// A park by an owner that no longer holds it changes nothing.
 	st, _ = snap.StartAttempt(t0.Add(3 * time.Second))
 	snap = appendWith(t, s, snap, work.Change{Op: work.Park, ReviewID: "pk-1", Owner: "a", Until: t0.Add(time.Hour)}, st)
-	if held, _ := s.Store.Renew(context.Background(), "b", []string{"pk-1"}, t0.Add(time.Hour)); !slices.Equal(held, []string{"pk-1"}) {
+	if _, held, _ := s.Store.Renew(context.Background(), "b", []string{"pk-1"}, t0.Add(time.Hour)); !slices.Equal(held, []string{"pk-1"}) {
 		t.Fatalf("another owner's park took b's lease: %v", held)
 	}
 	f, err := snap.RecordFinding(domain.Finding{ReviewID: "pk-1", Attempt: 2, State: domain.DecisionAccepted}, domain.SourceResponse, t0.Add(4*time.Second))
@@ -334,7 +335,7 @@ func testChangeOnlyWhenWritten(t *testing.T, s Subject) {
 	if n, _ := s.Store.Count(ctx); n != 1 {
 		t.Fatalf("%d records, want ow-b's alone", n)
 	}
-	if held, _ := s.Store.Renew(ctx, "p", []string{"ow-a", "ow-b"}, t0.Add(time.Minute)); !slices.Equal(held, []string{"ow-b"}) {
+	if _, held, _ := s.Store.Renew(ctx, "p", []string{"ow-a", "ow-b"}, t0.Add(time.Minute)); !slices.Equal(held, []string{"ow-b"}) {
 		t.Fatalf("records held: %v, want ow-b", held)
 	}
 	// A create that fails its check (the review exists) writes nothing.

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// figures are what one round measured.
+type figures struct {
+	Reviews      int
+	Elapsed      time.Duration
+	PerSecond    float64
+	P50, P99     time.Duration // server-side submit → decision
+	CPUPerReview time.Duration // the server's
+	PeakRSS      uint64        // the server's
+}
+
+// view is the part of the review view the bench reads.
+type view struct {
+	State       string     `json:"state"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	DecidedAt   *time.Time `json:"decided_at"`
+}
+
+// client submits reviews and reads them back through the public API.
+type client struct {
+	http  *http.Client
+	base  string
+	token string
+	runID string
+}
+
+func newClient(base, token string, conns int) *client {
+	return &client{
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			Proxy: nil, MaxIdleConns: 2 * conns, MaxIdleConnsPerHost: 2 * conns, IdleConnTimeout: time.Minute,
+		}},
+		base: base, token: token, runID: randomHex(4),
+	}
+}
+
+func (c *client) id(i int) string { return "bench-" + c.runID + "-" + strconv.Itoa(i) }
+
+// review submits review i, waits for its decision by reading it back, and
+// returns the view. A submit answered 429 or 503 is made again.
+func (c *client) review(ctx context.Context, i int) (view, error) {
+	id := c.id(i)
+	body, _ := json.Marshal(map[string]string{"review_id": id, "content_class": benchClass, "content_type": "text/plain",
+		"content": "bench caption " + id + ": the quick brown fox jumps over the lazy dog"})
+	for {
+		status, b, err := c.do(ctx, http.MethodPost, "/v1/reviews", body)
+		if err != nil {
+			return view{}, err
+		}
+		if status == http.StatusAccepted || status == http.StatusOK {
+			break
+		}
+		if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+			return view{}, fmt.Errorf("submit %s: HTTP %d %s", id, status, b)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return view{}, err
+		}
+	}
+	wait := time.Millisecond
+	for {
+		status, b, err := c.do(ctx, http.MethodGet, "/v1/reviews/"+id, nil)
+		if err != nil {
+			return view{}, err
+		}
+		if status != http.StatusOK {
+			return view{}, fmt.Errorf("read %s: HTTP %d %s", id, status, b)
+		}
+		var v view
+		if err := json.Unmarshal(b, &v); err != nil {
+			return view{}, fmt.Errorf("read %s: %w", id, err)
+		}
+		if v.State != "pending" {
+			return v, nil
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return view{}, err
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+}
+
+func (c *client) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+// closedLoop runs n reviews from clients goroutines, each submitting its
+// next review once its last was decided, and returns their latencies.
+func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.Duration, error) {
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		latencies = make([]time.Duration, 0, n)
+		errs      []error
+		wg        sync.WaitGroup
+	)
+	next.Store(int64(first))
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= first+n || ctx.Err() != nil {
+					return
+				}
+				v, err := c.review(ctx, i)
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case v.State != "accepted" || v.DecidedAt == nil:
+					errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
+				default:
+					latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return latencies, fmt.Errorf("%d of %d reviews failed; first: %w", len(errs), n, errs[0])
+	}
+	return latencies, nil
+}
+
+// openLoop submits reviews at rate per second, each from a goroutine of
+// its own, for d, and returns their latencies.
+func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, error) {
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		errs      []error
+		wg        sync.WaitGroup
+	)
+	rng := rand.New(rand.NewPCG(1, 2))
+	end := time.Now().Add(d)
+	at := time.Now()
+	for i := first; at.Before(end) && ctx.Err() == nil; i++ {
+		if err := sleep(ctx, time.Until(at)); err != nil {
+			break
+		}
+		wg.Go(func() {
+			v, err := c.review(ctx, i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case v.State != "accepted" || v.DecidedAt == nil:
+				errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
+			default:
+				latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
+			}
+		})
+		// Poisson arrivals at the rate.
+		at = at.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return latencies, fmt.Errorf("%d reviews failed; first: %w", len(errs), errs[0])
+	}
+	return latencies, nil
+}
+
+// reviewledgerRound runs one round of reviewledger on a fresh database and
+// server.
+func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func() error, error) {
+	dbURL, drop, err := database(ctx, cfg.AdminURL)
+	if err != nil {
+		return figures{}, nil, nil, err
+	}
+	prov, provURL, err := instantProvider()
+	if err != nil {
+		return figures{}, nil, nil, errors.Join(err, drop())
+	}
+	srv, err := startServer(ctx, cfg, dbURL, provURL)
+	if err != nil {
+		_ = prov.Close()
+		return figures{}, nil, nil, errors.Join(err, drop())
+	}
+	cleanup := func() error {
+		err := srv.stop()
+		_ = prov.Close()
+		return errors.Join(err, drop())
+	}
+	c := newClient(srv.URL, srv.token, cfg.Clients)
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	// A short warm-up: connections opened, code paths run once.
+	warm := min(200, cfg.Reviews/10+1)
+	if _, err := closedLoop(rctx, c, 0, warm, cfg.Clients); err != nil {
+		return figures{}, srv, cleanup, fmt.Errorf("warm-up: %w", err)
+	}
+	cpu0, err := srv.cpu()
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
+	profiled := make(chan error, 1)
+	if srv.debug != "" {
+		go func() { profiled <- srv.profile(rctx, 5, cfg.Profile) }()
+	} else {
+		profiled <- nil
+	}
+	start := time.Now()
+	latencies, err := closedLoop(rctx, c, warm, cfg.Reviews, cfg.Clients)
+	elapsed := time.Since(start)
+	if perr := <-profiled; perr != nil && err == nil {
+		err = fmt.Errorf("profile: %w", perr)
+	}
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
+	cpu1, err := srv.cpu()
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
+	rss, err := srv.peakRSS()
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
+	f := figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(),
+		CPUPerReview: (cpu1 - cpu0) / time.Duration(cfg.Reviews), PeakRSS: rss}
+	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
+	return f, srv, cleanup, nil
+}
+
+// crudRound runs the naive table on a fresh database: per review an INSERT
+// (pending), an UPDATE (attempts) and an UPDATE (state), each its own
+// autocommit statement, from clients connections.
+func crudRound(ctx context.Context, cfg Config) (figures, error) {
+	dbURL, drop, err := database(ctx, cfg.AdminURL)
+	if err != nil {
+		return figures{}, err
+	}
+	defer func() { _ = drop() }()
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return figures{}, err
+	}
+	pc.MaxConns = int32(cfg.CRUDClients)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return figures{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE review (id text PRIMARY KEY, state text NOT NULL, attempts int NOT NULL, updated_at timestamptz NOT NULL)`); err != nil {
+		return figures{}, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	one := func(i int) error {
+		id := "crud-" + strconv.Itoa(i)
+		if _, err := pool.Exec(rctx, `INSERT INTO review (id, state, attempts, updated_at) VALUES ($1, 'pending', 0, now())`, id); err != nil {
+			return err
+		}
+		if _, err := pool.Exec(rctx, `UPDATE review SET attempts = attempts + 1, updated_at = now() WHERE id = $1`, id); err != nil {
+			return err
+		}
+		_, err := pool.Exec(rctx, `UPDATE review SET state = 'accepted', updated_at = now() WHERE id = $1 AND state = 'pending'`, id)
+		return err
+	}
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	run := func(first, n int) {
+		next.Store(int64(first))
+		for range cfg.CRUDClients {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= first+n {
+						return
+					}
+					if err := one(i); err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	warm := min(200, cfg.Reviews/10+1)
+	run(0, warm)
+	start := time.Now()
+	run(warm, cfg.Reviews)
+	elapsed := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return figures{}, fmt.Errorf("CRUD baseline: %w", err)
+	}
+	return figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds()}, nil
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*q+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

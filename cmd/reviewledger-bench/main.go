@@ -1,0 +1,104 @@
+// Command reviewledger-bench measures reviewledger end to end against a
+// naive table, in the same run: the real binary (reviewledger serve) over
+// HTTP on loopback with an instant provider served here, N reviews from C
+// clients, every decision read back through the public API; each round
+// followed by a round of the CRUD baseline (one table, one row per review:
+// INSERT pending, UPDATE attempts, UPDATE state, each its own autocommit
+// statement). It prints per round and as medians: reviews/s, the ratio to
+// CRUD, the server-side submit → decision p50/p99 (from each review's own
+// timestamps), CPU ms per review and peak RSS of the server; then a latency
+// run at half the measured peak rate with its p99. A figure under its
+// target is marked BELOW TARGET. Every review must end accepted, or the run
+// fails (exit 1).
+//
+//	go build -o bin/reviewledger ./cmd/reviewledger
+//	go run ./cmd/reviewledger-bench -bin bin/reviewledger
+//
+// docs/benchmarks.md has the figures and how to read them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Bin         string        // the reviewledger binary
+	AdminURL    string        // PostgreSQL server: a database per round is created and dropped there
+	Reviews     int           // reviews per round
+	Clients     int           // concurrent clients of reviewledger
+	CRUDClients int           // concurrent clients of the baseline
+	Rounds      int           // interleaved rounds
+	LatencyRun  time.Duration // how long the latency run at half the peak rate lasts
+	Timeout     time.Duration // bound of each phase
+	ServeEnv    []string      // extra KEY=VALUE settings for serve
+	KeepLogs    bool          // print serve's logs
+	Profile     string        // file to write a CPU profile of the server in round 1 to
+}
+
+func main() {
+	var cfg Config
+	flag.StringVar(&cfg.Bin, "bin", "bin/reviewledger", "the reviewledger binary to run (make build)")
+	flag.StringVar(&cfg.AdminURL, "admin-url", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"PostgreSQL server on which each round creates and drops its database")
+	flag.IntVar(&cfg.Reviews, "reviews", 5000, "reviews per round")
+	flag.IntVar(&cfg.Clients, "clients", 32, "concurrent reviewledger clients")
+	flag.IntVar(&cfg.CRUDClients, "crud-clients", 16, "concurrent clients of the CRUD baseline")
+	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds, each reviewledger then CRUD")
+	flag.DurationVar(&cfg.LatencyRun, "latency-run", 10*time.Second, "length of the latency run at half the peak rate (0: none)")
+	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
+	flag.BoolVar(&cfg.KeepLogs, "logs", false, "print the server's logs")
+	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server during the first round to this file (go tool pprof)")
+	var env multiFlag
+	flag.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
+	flag.Parse()
+	cfg.ServeEnv = env
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	report, err := run(ctx, cfg)
+	if report != nil {
+		report.print(os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Reviews < 1:
+		return fmt.Errorf("-reviews: must be at least 1, got %d", c.Reviews)
+	case c.Clients < 1 || c.CRUDClients < 1:
+		return fmt.Errorf("-clients and -crud-clients: must be at least 1")
+	case c.Rounds < 1:
+		return fmt.Errorf("-rounds: must be at least 1, got %d", c.Rounds)
+	case c.Timeout <= 0:
+		return fmt.Errorf("-timeout: must be positive, got %s", c.Timeout)
+	}
+	if _, err := os.Stat(c.Bin); err != nil {
+		return fmt.Errorf("-bin: %v (build it with make build)", err)
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Targets of the 2-core machine (docs/benchmarks.md).
+const (
+	targetRatio   = 1.0
+	defectRatio   = 0.5
+	targetP99     = 100 * time.Millisecond
+	targetPeakRSS = 200 << 20
+)
+
+// report is a run's figures.
+type report struct {
+	cfg     Config
+	rounds  []round
+	latency *latencyRun
+}
+
+type round struct {
+	rl, crud figures
+}
+
+type latencyRun struct {
+	rate     float64
+	reviews  int
+	p50, p99 time.Duration
+}
+
+func run(ctx context.Context, cfg Config) (*report, error) {
+	rep := &report{cfg: cfg}
+	for i := range cfg.Rounds {
+		rl, _, cleanup, err := reviewledgerRound(ctx, cfg)
+		if cleanup != nil {
+			err = errors.Join(err, cleanup())
+		}
+		if err != nil {
+			return rep, fmt.Errorf("round %d, reviewledger: %w", i+1, err)
+		}
+		cfg.Profile = "" // the first round's only
+		crud, err := crudRound(ctx, cfg)
+		if err != nil {
+			return rep, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		rep.rounds = append(rep.rounds, round{rl: rl, crud: crud})
+	}
+	if cfg.LatencyRun > 0 {
+		lr, err := latency(ctx, cfg, median(rep.rounds, func(r round) float64 { return r.rl.PerSecond })/2)
+		if err != nil {
+			return rep, fmt.Errorf("latency run: %w", err)
+		}
+		rep.latency = lr
+	}
+	return rep, nil
+}
+
+// latency runs reviews arriving at rate per second on a fresh server.
+func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error) {
+	dbURL, drop, err := database(ctx, cfg.AdminURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = drop() }()
+	prov, provURL, err := instantProvider()
+	if err != nil {
+		return nil, err
+	}
+	defer prov.Close()
+	srv, err := startServer(ctx, cfg, dbURL, provURL)
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(srv.URL, srv.token, cfg.Clients)
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := closedLoop(rctx, c, 0, min(200, cfg.Reviews/10+1), cfg.Clients); err != nil {
+		return nil, errors.Join(fmt.Errorf("warm-up: %w", err), srv.stop())
+	}
+	latencies, err := openLoop(rctx, c, 1_000_000, rate, cfg.LatencyRun)
+	if err = errors.Join(err, srv.stop()); err != nil {
+		return nil, err
+	}
+	return &latencyRun{rate: rate, reviews: len(latencies), p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99)}, nil
+}
+
+func median(rounds []round, f func(round) float64) float64 {
+	xs := make([]float64, len(rounds))
+	for i, r := range rounds {
+		xs[i] = f(r)
+	}
+	slices.Sort(xs)
+	if len(xs) == 0 {
+		return 0
+	}
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// verdict marks a figure against its target.
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "BELOW TARGET"
+}
+
+func (r *report) print(w io.Writer) {
+	cfg := r.cfg
+	fmt.Fprintf(w, "reviewledger end to end: %d reviews per round from %d clients (CRUD baseline: %d clients), %d rounds, %d CPUs, %s\n",
+		cfg.Reviews, cfg.Clients, cfg.CRUDClients, len(r.rounds), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "%-7s %14s %10s %7s %9s %9s %15s %13s\n", "round", "reviewledger/s", "crud/s", "ratio", "p50", "p99", "cpu/review", "peak RSS")
+	for i, rd := range r.rounds {
+		fmt.Fprintf(w, "%-7d %14.0f %10.0f %7.3f %9s %9s %15s %9.0f MiB\n", i+1, rd.rl.PerSecond, rd.crud.PerSecond,
+			rd.rl.PerSecond/rd.crud.PerSecond, ms(rd.rl.P50), ms(rd.rl.P99), ms(rd.rl.CPUPerReview), float64(rd.rl.PeakRSS)/(1<<20))
+	}
+	if len(r.rounds) == 0 {
+		return
+	}
+	rl := median(r.rounds, func(x round) float64 { return x.rl.PerSecond })
+	crud := median(r.rounds, func(x round) float64 { return x.crud.PerSecond })
+	ratio := median(r.rounds, func(x round) float64 { return x.rl.PerSecond / x.crud.PerSecond })
+	p50 := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.P50) }))
+	p99 := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.P99) }))
+	cpu := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.CPUPerReview) }))
+	rss := median(r.rounds, func(x round) float64 { return float64(x.rl.PeakRSS) })
+	fmt.Fprintf(w, "%-7s %14.0f %10.0f %7.3f %9s %9s %15s %9.0f MiB\n", "median", rl, crud, ratio, ms(p50), ms(p99), ms(cpu), rss/(1<<20))
+	ratioVerdict := verdict(ratio >= targetRatio)
+	if ratio < defectRatio {
+		ratioVerdict = "BELOW TARGET (under 0.5: a defect)"
+	}
+	fmt.Fprintf(w, "ratio to CRUD %.3f (target >= %.1f): %s\n", ratio, targetRatio, ratioVerdict)
+	fmt.Fprintf(w, "peak RSS %.0f MiB (target < %d MiB): %s\n", rss/(1<<20), targetPeakRSS>>20, verdict(rss < targetPeakRSS))
+	if l := r.latency; l != nil {
+		fmt.Fprintf(w, "latency run at %.0f reviews/s (half the median peak), %d reviews: p50 %s, p99 %s (target < %s): %s\n",
+			l.rate, l.reviews, ms(l.p50), ms(l.p99), targetP99, verdict(l.p99 < targetP99))
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// benchClass is the content class of every review: no human gate, a budget
+// far above any latency seen here, so each review ends accepted.
+const benchPolicy = `classes:
+  bench:
+    budget: 60s
+    attempt_timeout: 10s
+    max_attempts: 3
+    backoff: {initial: 100ms, max: 2s, jitter: 75ms}
+    on_exhaustion: manual_review
+    priority: 1
+`
+
+const benchClass = "bench"
+
+// database creates a fresh database on adminURL; drop removes it.
+func database(ctx context.Context, adminURL string) (dbURL string, drop func() error, err error) {
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("-admin-url: %w", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	name := "reviewledger_bench_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("-admin-url: create database: %w", err)
+	}
+	drop = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return nil
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("-admin-url: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// instantProvider answers every attempt at once with an accepting finding,
+// as the http provider protocol has it.
+func instantProvider() (*http.Server, string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ReviewID string `json:"review_id"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"review_id":%q,"state":"accepted","reasons":[]}`, body.ReviewID)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	return srv, "http://" + l.Addr().String() + "/moderate", nil
+}
+
+// server is a running reviewledger serve.
+type server struct {
+	URL   string
+	cmd   *exec.Cmd
+	logs  *lockedBuffer
+	done  chan struct{}
+	err   error
+	dir   string
+	token string
+	debug string // base URL of the profiling endpoints, when on
+}
+
+// profile writes a CPU profile of seconds to file.
+func (s *server) profile(ctx context.Context, seconds int, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.debug, seconds), nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := f.ReadFrom(res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+const (
+	submitterToken = "bench-submitter-token-0001"
+	auditorToken   = "bench-auditor-token-00001"
+)
+
+// startServer runs bin serve on dbURL against providerURL and waits for
+// /healthz.
+func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*server, error) {
+	dir, err := os.MkdirTemp("", "reviewledger-bench-")
+	if err != nil {
+		return nil, err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(benchPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &server{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{}), dir: dir, token: submitterToken}
+	s.cmd = exec.Command(cfg.Bin, "serve")
+	s.cmd.Env = append(cleanEnv(),
+		"DATABASE_URL="+dbURL,
+		"REVIEWLEDGER_ADDR="+addr,
+		"REVIEWLEDGER_POLICY="+policy,
+		"REVIEWLEDGER_PROVIDER=http",
+		"REVIEWLEDGER_PROVIDER_URL="+providerURL,
+		"REVIEWLEDGER_CALLBACK_SECRET=whsec_"+"YmVuY2gtY2FsbGJhY2stc2VjcmV0LTMyLWJ5dGVzISE=",
+		"REVIEWLEDGER_TOKENS=submitter:bench:"+submitterToken+",auditor:bench-auditor:"+auditorToken,
+	)
+	if cfg.Profile != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s.debug = "http://" + l.Addr().String()
+		s.cmd.Env = append(s.cmd.Env, "REVIEWLEDGER_DEBUG_ADDR="+l.Addr().String())
+		l.Close()
+	}
+	s.cmd.Env = append(s.cmd.Env, cfg.ServeEnv...)
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("-bin %s: %w", cfg.Bin, err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("serve exited: %v\n%s", s.err, s.logs.String())
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		default:
+		}
+		if res, err := http.Get(s.URL + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("serve did not answer /healthz in 60s\n%s", s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cleanEnv is this process's environment without settings of the service.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REVIEWLEDGER_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// stop ends the server with SIGTERM and waits for it.
+func (s *server) stop() error {
+	defer os.RemoveAll(s.dir)
+	select {
+	case <-s.done:
+	default:
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			return errors.New("serve did not stop within 30s of SIGTERM")
+		}
+	}
+	if s.err != nil {
+		return fmt.Errorf("serve: %w", s.err)
+	}
+	return nil
+}
+
+// cpu is the server's CPU time (user and system) so far, from /proc.
+func (s *server) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat: %q", b)
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, nil
+}
+
+// peakRSS is the server's resident memory high-water mark (VmHWM).
+func (s *server) peakRSS() (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}
+
+// lockedBuffer collects a process's output while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
