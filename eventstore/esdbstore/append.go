@@ -38,7 +38,11 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
-	return s.appendData(ctx, c, stream, expected, events, data)
+	res, err := s.appendData(ctx, c, stream, expected, events, data)
+	if err == nil || streamErr(err) {
+		s.found(c)
+	}
+	return res, err
 }
 
 // appendData is Append with the events validated and converted (data) and

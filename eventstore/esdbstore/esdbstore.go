@@ -38,9 +38,10 @@ type Store struct {
 	cfg  Config
 	conf *esdb.Configuration // parsed once; a replacement client reuses it
 
-	mu     sync.Mutex
-	client *esdb.Client
-	closed bool
+	mu      sync.Mutex
+	client  *esdb.Client
+	closed  bool
+	reached *esdb.Client // the client known to have found the server
 }
 
 // Open connects to the server at url (see Config.URL) with default settings
@@ -99,6 +100,24 @@ func (s *Store) conn() (*esdb.Client, error) {
 	return s.client, nil
 }
 
+// found records that c has found the server: a call made through it was
+// answered.
+func (s *Store) found(c *esdb.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reached = c
+}
+
+// hasFound reports whether c has found the server. Until it has, the
+// client's first call discovers the server, and calls made at the same time
+// are never answered if that discovery fails (docs/esdbstore.md, "Client
+// quirks"), so concurrent callers make one call alone first.
+func (s *Store) hasFound(c *esdb.Client) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reached == c
+}
+
 // renew replaces c after it gave up its connection. The client (v4) stops
 // for good when it fails to rediscover the server after a disconnection, and
 // answers every later call with a closed-connection error; a new client
@@ -127,8 +146,11 @@ func (s *Store) ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.readAllRaw(ctx, c, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
-	return err
+	if _, err = s.readAllRaw(ctx, c, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1); err != nil {
+		return err
+	}
+	s.found(c)
+	return nil
 }
 
 // clientLogger passes the client's log lines to l at debug level: the client

@@ -3,6 +3,8 @@ package esdbstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +133,59 @@ func TestWaitForEventsAfterItsPosition(t *testing.T) {
 	defer cancel()
 	if err := s.WaitForEvents(ctx, res.Position); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitForEvents after the last event: %v, want it to wait until ctx ends", err)
+	}
+}
+
+// TestAppendMultiConcurrency checks that AppendMulti appends its streams
+// concurrently, never more than multiConcurrency at once: the fake holds
+// every append until that many are in flight (or a while has passed).
+func TestAppendMultiConcurrency(t *testing.T) {
+	var (
+		mu               sync.Mutex
+		inFlight, peak   int
+		full             = make(chan struct{})
+		streams, written = 3 * multiConcurrency, 0
+	)
+	f := &fakeServer{gate: func() func() {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		if inFlight == multiConcurrency {
+			close(full)
+		}
+		mu.Unlock()
+		select {
+		case <-full:
+		case <-time.After(5 * time.Second):
+		}
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			inFlight--
+			written++
+		}
+	}}
+	s := openFake(t, f)
+	appends := make([]eventstore.StreamAppend, streams)
+	for i := range appends {
+		appends[i] = eventstore.StreamAppend{
+			Stream:   fmt.Sprintf("review-r%d", i),
+			Expected: eventstore.NoStream,
+			Events:   []eventstore.EventData{{ID: eventstoretest.NewID(), Type: "Happened", Data: []byte(`{}`)}},
+		}
+	}
+	results, err := s.AppendMulti(context.Background(), appends...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		if r.Err != nil || r.NextRevision != 0 {
+			t.Fatalf("%s: %+v", appends[i].Stream, r)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != multiConcurrency || written != streams {
+		t.Fatalf("%d appends, at most %d at once; want %d, %d at once", written, peak, streams, multiConcurrency)
 	}
 }

@@ -38,6 +38,9 @@ type fakeServer struct {
 	denyAll bool
 	// inclusive starts subscriptions at their position instead of after it.
 	inclusive bool
+	// gate, when set, is called by every append before it takes f.mu, and
+	// the function it returns when the append is answered.
+	gate func() (done func())
 
 	mu      sync.Mutex
 	log     []fakeRecord
@@ -125,6 +128,9 @@ func (f *fakeServer) Append(as api.Streams_AppendServer) error {
 			return err
 		}
 		proposed = append(proposed, req.GetProposedMessage())
+	}
+	if f.gate != nil {
+		defer f.gate()()
 	}
 
 	f.mu.Lock()

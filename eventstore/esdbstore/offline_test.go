@@ -105,6 +105,16 @@ func TestUnreachableOperations(t *testing.T) {
 			_, err := s.Append(ctx, "review-r1", eventstore.Exact(3), e)
 			return err
 		},
+		"AppendMulti": func(s *Store) error {
+			results, err := s.AppendMulti(ctx,
+				eventstore.StreamAppend{Stream: "review-r1", Expected: eventstore.NoStream, Events: []eventstore.EventData{e}},
+				eventstore.StreamAppend{Stream: "review-r2", Expected: eventstore.Exact(3), Events: []eventstore.EventData{{ID: id2, Type: "Submitted"}}},
+			)
+			if results != nil {
+				return fmt.Errorf("%d results with the call's error %v", len(results), err)
+			}
+			return err
+		},
 		"ReadStream": func(s *Store) error {
 			_, err := s.ReadStream(ctx, "review-r1", 0)
 			return err
@@ -150,6 +160,9 @@ func TestClosed(t *testing.T) {
 	if _, err := s.Append(ctx, "review-r1", eventstore.NoStream, e); !errors.Is(err, ErrClosed) {
 		t.Errorf("Append after Close: %v", err)
 	}
+	if _, err := s.AppendMulti(ctx, eventstore.StreamAppend{Stream: "review-r1", Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("AppendMulti after Close: %v", err)
+	}
 	if _, err := s.ReadStream(ctx, "review-r1", 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("ReadStream after Close: %v", err)
 	}
@@ -166,6 +179,12 @@ func TestArgumentsCheckedBeforeTheServer(t *testing.T) {
 	ctx := context.Background()
 	if _, err := s.Append(ctx, "review-r1", eventstore.NoStream, eventstore.EventData{ID: "e1", Type: "Submitted"}); !errors.Is(err, eventstore.ErrInvalidEvent) {
 		t.Errorf("Append with a bad ID: %v, want ErrInvalidEvent", err)
+	}
+	if _, err := s.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: "review-r1", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: id1, Type: "Submitted"}}},
+		eventstore.StreamAppend{Stream: "$review-r2", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: id2, Type: "Submitted"}}},
+	); !errors.Is(err, eventstore.ErrInvalidEvent) {
+		t.Errorf("AppendMulti to a $ stream: %v, want ErrInvalidEvent", err)
 	}
 	if got, err := s.ReadAll(ctx, eventstore.Start, 0); got != nil || err != nil {
 		t.Errorf("ReadAll limit 0: %v, %v; want nothing", got, err)
