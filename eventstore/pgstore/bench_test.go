@@ -42,15 +42,17 @@ func benchPool(b *testing.B, url string) *pgxpool.Pool {
 	}
 	b.Cleanup(pool.Close)
 	conns := make([]*pgxpool.Conn, 0, writers)
+	defer func() { // also on Fatal: closing the pool waits for them
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
 	for range writers {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		conns = append(conns, c)
-	}
-	for _, c := range conns {
-		c.Release()
 	}
 	return pool
 }
