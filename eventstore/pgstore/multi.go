@@ -143,18 +143,40 @@ func streamErr(err error) bool {
 }
 
 // insertAll runs appendMultiSQL and then, and returns the results of the
-// streams it wrote by their index in parts. The streams are inserted in
-// name order, so that two calls sharing streams insert their shared keys in
-// the same order: the later waits for the earlier and then fails with a
-// unique violation instead of deadlocking. A failing statement is
+// streams it wrote by their index in parts. A failing statement is
 // ErrStatement; other errors are the driver's.
 func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (map[int]eventstore.AppendResult, error) {
+	args, index := multiArgs(parts)
+	if len(then) == 0 {
+		rows, _ := s.pool.Query(ctx, appendMultiSQL, args...)
+		return collectMulti(rows, index)
+	}
+	b := &pgx.Batch{}
+	b.Queue(appendMultiSQL, args...)
+	queue(b, then)
+	br := s.pool.SendBatch(ctx, b)
+	rows, _ := br.Query()
+	written, err := collectMulti(rows, index)
+	if err == nil {
+		err = execStatements(ctx, br, len(then))
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return written, err
+}
+
+// multiArgs returns the arguments of appendMultiSQL for parts, and the
+// index of each stream in parts. The streams go in name order, so that two
+// calls sharing streams insert their shared keys in the same order: the
+// later waits for the earlier and then fails with a unique violation
+// instead of deadlocking.
+func multiArgs(parts []part) ([]any, map[string]int) {
 	order := make([]int, len(parts))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(parts[a].Stream, parts[b].Stream) })
-
 	var (
 		streams  = make([]string, len(parts))
 		codes    = make([]int32, len(parts))
@@ -176,24 +198,7 @@ func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (
 			data, meta = append(data, nonNil(e.Data)), append(meta, nonNil(e.Metadata))
 		}
 	}
-	args := []any{streams, codes, revs, at, ords, ids, types, data, meta}
-	if len(then) == 0 {
-		rows, _ := s.pool.Query(ctx, appendMultiSQL, args...)
-		return collectMulti(rows, index)
-	}
-	b := &pgx.Batch{}
-	b.Queue(appendMultiSQL, args...)
-	queue(b, then)
-	br := s.pool.SendBatch(ctx, b)
-	rows, _ := br.Query()
-	written, err := collectMulti(rows, index)
-	if err == nil {
-		err = execStatements(ctx, br, len(then))
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return written, err
+	return []any{streams, codes, revs, at, ords, ids, types, data, meta}, index
 }
 
 // collectMulti reads the rows appendMultiSQL returned into the result of
@@ -220,16 +225,45 @@ func collectMulti(rows pgx.Rows, index map[string]int) (map[int]eventstore.Appen
 	return written, nil
 }
 
+// resolve fills in the results of the parts at rest, which the combined
+// statement did not write, as Append resolves a failed insert; a condition
+// that holds by now is appended again on its own.
+func (s *Store) resolve(ctx context.Context, parts []part, rest []int, results []eventstore.StreamResult, then []Statement) error {
+	found, current, err := s.lookup(ctx, parts, rest)
+	if err != nil {
+		return multiErr(ctx, err)
+	}
+	for k, i := range rest {
+		p := parts[i]
+		res, ok, err := placed(p.Stream, p.Expected, p.Events, found)
+		if ok || err != nil {
+			results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+			continue
+		}
+		exists, actual := current[k] >= 0, uint64(max(current[k], 0))
+		if !p.Expected.Satisfied(exists, actual) {
+			results[i].Err = &eventstore.WrongExpectedVersionError{Stream: p.Stream, Expected: p.Expected, Exists: exists, Actual: actual}
+			continue
+		}
+		// An append we raced committed between the statement's snapshot
+		// and now, and the condition holds: append this stream alone.
+		res, err = s.appendStream(ctx, p, then)
+		if err != nil && !streamErr(err) {
+			return err
+		}
+		results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
+	}
+	return nil
+}
+
 // resolveSQL reads the current revision of each stream of $1, -1 for none.
 const resolveSQL = `SELECT coalesce((SELECT max(revision) FROM event WHERE event.stream = want.stream), -1)
 FROM unnest($1::text[]) WITH ORDINALITY AS want(stream, i) ORDER BY want.i`
 
-// resolve fills in the results of the parts at rest, which the combined
-// statement did not write, as Append resolves a failed insert. The stored
-// events with their IDs and their streams' current revisions are read in
-// one round trip; a condition that holds by now is appended again on its
-// own.
-func (s *Store) resolve(ctx context.Context, parts []part, rest []int, results []eventstore.StreamResult, then []Statement) error {
+// lookup reads, in one round trip, the stored events with the IDs of the
+// parts at rest, and the current revision of each of their streams (-1 for
+// none), in the order of rest.
+func (s *Store) lookup(ctx context.Context, parts []part, rest []int) (map[string]eventstore.RecordedEvent, []int64, error) {
 	var (
 		ids     []string
 		streams = make([]string, len(rest))
@@ -256,30 +290,9 @@ func (s *Store) resolve(ctx context.Context, parts []part, rest []int, results [
 		err = fmt.Errorf("read %d current revisions for %d streams", len(current), len(rest))
 	}
 	if err != nil {
-		return multiErr(ctx, err)
+		return nil, nil, err
 	}
-	found := byID(stored)
-	for k, i := range rest {
-		p := parts[i]
-		res, ok, err := placed(p.Stream, p.Expected, p.Events, found)
-		if ok || err != nil {
-			results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
-			continue
-		}
-		exists, actual := current[k] >= 0, uint64(max(current[k], 0))
-		if !p.Expected.Satisfied(exists, actual) {
-			results[i].Err = &eventstore.WrongExpectedVersionError{Stream: p.Stream, Expected: p.Expected, Exists: exists, Actual: actual}
-			continue
-		}
-		// An append we raced committed between the statement's snapshot
-		// and now, and the condition holds: append this stream alone.
-		res, err = s.appendStream(ctx, p, then)
-		if err != nil && !streamErr(err) {
-			return err
-		}
-		results[i] = eventstore.StreamResult{AppendResult: res, Err: err}
-	}
-	return nil
+	return byID(stored), current, nil
 }
 
 // queue adds the statements to b.

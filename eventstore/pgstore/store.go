@@ -5,7 +5,9 @@
 // revisions from the stream's last one and carries the expected-revision
 // condition in its WHERE clause: two appends at the same revision collide on
 // the unique index, so streams need no lock of their own and unrelated
-// streams never wait for each other.
+// streams never wait for each other. An append to several streams
+// (AppendMulti, AppendMultiWith) is one such INSERT for all of them, in one
+// transaction.
 //
 // The global order is (writing transaction ID, sequence), read only below the
 // oldest transaction still running; docs/architecture.md ("Event store and
