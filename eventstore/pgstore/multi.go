@@ -75,7 +75,8 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 // its own. When the statement fails with a unique violation (an append raced
 // one of the streams, or an event ID is stored already) or a deadlock, it
 // wrote nothing, and the streams are appended one by one as Append does.
-// The call-level error of a failing statement matches ErrStatement.
+// The call-level error of a failing statement matches ErrStatement; a
+// connection lost meanwhile is eventstore.ErrUnavailable, as everywhere.
 func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.StreamAppend, then ...Statement) ([]eventstore.StreamResult, error) {
 	if err := eventstore.ValidateAppendMulti(appends); err != nil {
 		return nil, err
@@ -303,12 +304,17 @@ func queue(b *pgx.Batch, then []Statement) {
 }
 
 // execStatements reads the results of the n statements queued after the
-// append. A failure is ErrStatement, with the driver's message only.
+// append. A statement the server refused is ErrStatement, with the driver's
+// message only; losing the server (Unavailable) is not the statement's
+// doing and is returned as it is, for the caller to translate.
 func execStatements(ctx context.Context, br pgx.BatchResults, n int) error {
 	for i := range n {
 		if _, err := br.Exec(); err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return fmt.Errorf("append: statement %d: %w", i, ctxErr)
+			}
+			if Unavailable(err) {
+				return err
 			}
 			return fmt.Errorf("append: statement %d: %v: %w", i, err, ErrStatement)
 		}

@@ -364,6 +364,36 @@ func TestAppendMultiWith(t *testing.T) {
 	}
 }
 
+// TestAppendMultiWithLostConnection: a statement whose connection is lost
+// did not fail by itself: the call is ErrUnavailable, not ErrStatement, and
+// nothing of its transaction is written.
+func TestAppendMultiWithLostConnection(t *testing.T) {
+	t.Parallel()
+	for name, n := range map[string]int{"one stream": 1, "three streams": 3} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, pool := newMarkedStore(t)
+			var appends []eventstore.StreamAppend
+			for _, stream := range []string{"a", "b", "c"}[:n] {
+				appends = append(appends, eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: newEvents(1, "E")})
+			}
+			then := append(marks(appends), pgstore.Statement{SQL: `SELECT pg_terminate_backend(pg_backend_pid())`})
+			results, err := s.AppendMultiWith(ctxFor(t), appends, then...)
+			if !errors.Is(err, eventstore.ErrUnavailable) || errors.Is(err, pgstore.ErrStatement) || results != nil {
+				t.Fatalf("%d results, %v; want ErrUnavailable", len(results), err)
+			}
+			for _, a := range appends {
+				if _, err := s.ReadStream(ctxFor(t), a.Stream, 0); !errors.Is(err, eventstore.ErrStreamNotFound) {
+					t.Fatalf("%s after the lost connection: %v, want ErrStreamNotFound", a.Stream, err)
+				}
+			}
+			if got := marked(t, pool, appends); len(got) != 0 {
+				t.Fatalf("statements marked %v after the lost connection, want none", got)
+			}
+		})
+	}
+}
+
 // waitForLockWait returns once a session of pool's database waits for a
 // lock.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
