@@ -22,8 +22,9 @@ var (
 	// be used.
 	ErrInvalidURL = errors.New("invalid EventStoreDB connection string")
 	// ErrUnavailable means the server could not be reached or is not the
-	// leader right now. Retrying later may succeed.
-	ErrUnavailable = errors.New("event store unavailable")
+	// leader right now. Retrying later may succeed. It is the port's
+	// eventstore.ErrUnavailable, which every backend's such errors match.
+	ErrUnavailable = eventstore.ErrUnavailable
 	// ErrAccessDenied means the server refused the credentials or the
 	// stream's access control list.
 	ErrAccessDenied = errors.New("event store access denied")

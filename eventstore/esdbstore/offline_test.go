@@ -136,7 +136,7 @@ func TestUnreachableOperations(t *testing.T) {
 			for i := range 3 {
 				first := s.client
 				err := op(s)
-				if !errors.Is(err, ErrUnavailable) {
+				if !errors.Is(err, ErrUnavailable) || !errors.Is(err, eventstore.ErrUnavailable) {
 					t.Fatalf("call %d: %v, want ErrUnavailable", i, err)
 				}
 				var esErr *esdb.Error
