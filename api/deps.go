@@ -71,6 +71,16 @@ type Contents interface {
 
 var _ Contents = (*engine.Engine)(nil)
 
+// Watcher tells when a review may have left pending (*ledger.Watcher).
+type Watcher interface {
+	// Watch returns a channel that receives once when the review may have
+	// left pending: the review as it stands then, or nil when it must be
+	// read again; and a function to call when no longer interested.
+	Watch(reviewID string) (changed <-chan *ledger.Snapshot, stop func())
+}
+
+var _ Watcher = (*ledger.Watcher)(nil)
+
 // Check is one readiness check for /readyz.
 type Check struct {
 	Name  string

@@ -14,6 +14,7 @@ type metrics struct {
 	admission prometheus.Counter
 	decisions *prometheus.CounterVec
 	content   *prometheus.CounterVec
+	waiting   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,8 +40,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "reviewledger_content_reads_total",
 			Help: "Reads of submitted content (GET /v1/reviews/{id}/content) by moderators and admins, by role and outcome (served, purged, not_found, mismatch).",
 		}, []string{"role", "outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reviewledger_http_review_waiters",
+			Help: "Requests waiting on GET /v1/reviews/{id}?wait= for their review to leave pending.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions, m.content} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions, m.content, m.waiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register api metrics: %w", err)
 		}

@@ -2,12 +2,15 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // reviewView is the JSON of a review (GET /v1/reviews/{id}, submit,
@@ -46,17 +49,91 @@ func newReviewView(r *domain.Review) reviewView {
 }
 
 // getReview is GET /v1/reviews/{id}, read from the ledger so a client reads
-// its own writes.
+// its own writes. With ?wait=D (at most MaxWait) it answers as soon as the
+// review is no longer pending, or with its pending view once D has passed:
+// the request waits on the ledger's watcher, woken by the review's next
+// change, reading the review only then.
 func (s *Server) getReview(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
 		return err
 	}
-	rv, err := s.deps.Ledger.Load(c.Request().Context(), id)
+	wait, err := parseWait(c.QueryParam("wait"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if wait > 0 && s.deps.Watcher != nil {
+		// The answer may come after the server's write timeout.
+		_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(wait + s.cfg.WriteTimeout))
+		return s.waitReview(c, id, wait)
+	}
+	rv, err := s.deps.Ledger.Load(ctx, id)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, newReviewView(rv.Review))
+}
+
+// MaxWait bounds ?wait on GET /v1/reviews/{id}.
+const MaxWait = 60 * time.Second
+
+func (s *Server) waitReview(c echo.Context, id string, wait time.Duration) error {
+	ctx := c.Request().Context()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	s.metrics.waiting.Inc()
+	defer s.metrics.waiting.Dec()
+	var told *ledger.Snapshot
+	for {
+		changed, stop := s.deps.Watcher.Watch(id)
+		rv, err := told, error(nil)
+		if rv == nil {
+			rv, err = s.deps.Ledger.Load(ctx, id)
+		}
+		if err != nil || rv.State() != domain.StatePending {
+			stop()
+			if err != nil {
+				return err
+			}
+			return c.JSON(http.StatusOK, newReviewView(rv.Review))
+		}
+		select {
+		case told = <-changed:
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The wait is over: the view as it stands now.
+		if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, newReviewView(rv.Review))
+	}
+}
+
+// parseWait reads ?wait: a duration ("30s") or a number of seconds, at
+// most MaxWait; empty means no wait.
+func parseWait(q string) (time.Duration, error) {
+	if q == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(q)
+	if err != nil {
+		n, nerr := strconv.ParseFloat(q, 64)
+		if nerr != nil {
+			return 0, fieldError("wait", fmt.Sprintf("must be a duration such as 30s, got %q", q))
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	if d < 0 || d > MaxWait {
+		return 0, fieldError("wait", fmt.Sprintf("must be between 0s and %s, got %s", MaxWait, d))
+	}
+	return d, nil
 }
 
 type eventView struct {

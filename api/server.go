@@ -29,6 +29,9 @@ type Deps struct {
 	Ready []Check
 	// UI is served on GET / without authentication when set.
 	UI http.Handler
+	// Watcher wakes GET /v1/reviews/{id}?wait=... when the review changes
+	// (the ledger's, *ledger.Watcher). Without one, wait is not waited.
+	Watcher Watcher
 }
 
 // Server is the HTTP API.

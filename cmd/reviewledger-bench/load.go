@@ -54,8 +54,9 @@ func newClient(base, token string, conns int) *client {
 
 func (c *client) id(i int) string { return "bench-" + c.runID + "-" + strconv.Itoa(i) }
 
-// review submits review i, waits for its decision by reading it back, and
-// returns the view. A submit answered 429 or 503 is made again.
+// review submits review i, waits for its decision by reading it back (a
+// long-poll: GET ?wait=30s), and returns the view. A submit answered 429 or
+// 503 is made again.
 func (c *client) review(ctx context.Context, i int) (view, error) {
 	id := c.id(i)
 	body, _ := json.Marshal(map[string]string{"review_id": id, "content_class": benchClass, "content_type": "text/plain",
@@ -75,9 +76,9 @@ func (c *client) review(ctx context.Context, i int) (view, error) {
 			return view{}, err
 		}
 	}
-	wait := time.Millisecond
 	for {
-		status, b, err := c.do(ctx, http.MethodGet, "/v1/reviews/"+id, nil)
+		// A long-poll: answered once the review leaves pending.
+		status, b, err := c.do(ctx, http.MethodGet, "/v1/reviews/"+id+"?wait=30s", nil)
 		if err != nil {
 			return view{}, err
 		}
@@ -91,10 +92,6 @@ func (c *client) review(ctx context.Context, i int) (view, error) {
 		if v.State != "pending" {
 			return v, nil
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return view{}, err
-		}
-		wait = min(2*wait, 20*time.Millisecond)
 	}
 }
 

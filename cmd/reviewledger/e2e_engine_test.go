@@ -219,7 +219,7 @@ func settledState(t *testing.T, procs []*serveProc, id string) reviewView {
 // attempts numbered 1, 2, … without a gap and within max_attempts, every
 // attempt closed, and the provider called at most once per attempt and
 // for no other: once for every attempt but one lost with a killed process
-// (which may have died before its call left it).
+// or cancelled by a stopping one (either may end before its call leaves).
 func checkOutcomes(t *testing.T, p *serveProc, prov *loadProvider, ids []string, wantState string, maxAttempts int) {
 	t.Helper()
 	for _, id := range ids {
@@ -244,7 +244,7 @@ func checkOutcomes(t *testing.T, p *serveProc, prov *loadProvider, ids []string,
 				}
 			case "AttemptTimedOut":
 				closed++
-				if e.field("classification") == "worker_lost" {
+				if c := e.field("classification"); c == "worker_lost" || c == "cancelled" {
 					lost[e.field("attempt").(float64)] = true
 				}
 			}
@@ -259,7 +259,7 @@ func checkOutcomes(t *testing.T, p *serveProc, prov *loadProvider, ids []string,
 			case c > 1:
 				t.Errorf("%s: the provider was called %d times for attempt %d", id, c, n)
 			case c == 0 && !lost[float64(n)]:
-				t.Errorf("%s: attempt %d was not lost with its process, yet the provider never saw it: calls %v", id, n, calls)
+				t.Errorf("%s: attempt %d was neither lost nor cancelled with its process, yet the provider never saw it: calls %v", id, n, calls)
 			}
 		}
 		if len(calls) > 0 && calls[len(calls)-1] > started {

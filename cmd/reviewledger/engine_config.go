@@ -164,7 +164,7 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 	var p provider.Provider
 	switch cfg.Provider {
 	case "http":
-		if p, err = provider.NewHTTP(provider.HTTPConfig{URL: cfg.ProviderURL}); err != nil {
+		if p, err = provider.NewHTTP(provider.HTTPConfig{URL: cfg.ProviderURL, MaxConns: c.Workers}); err != nil {
 			return nil, nil, nil, err
 		}
 	default:

@@ -131,6 +131,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		ReadModels: readModels,
 		Ready:      readiness(pool, projector, c.ReadyMaxLag),
 		UI:         ui.Handler(),
+		Watcher:    led.Watcher(),
 	})
 	if err != nil {
 		return err
@@ -141,7 +142,16 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		roles = append(roles, role{"debug", func(ctx context.Context) error { return serveDebug(ctx, c.DebugAddr) }})
 	}
 	if c.runs(roleAPI) {
-		roles = append(roles, role{roleAPI, func(ctx context.Context) error { return server.ListenAndServe(ctx, cfg.Addr) }})
+		roles = append(roles, role{roleAPI, func(ctx context.Context) error {
+			// Long-polls are woken by changes made by any process: one
+			// reader of the global order for all of them.
+			go func() {
+				if err := led.Watcher().Follow(ctx, time.Second); err != nil {
+					log.Warn("long-polls are woken only by this process's changes", "error", err.Error())
+				}
+			}()
+			return server.ListenAndServe(ctx, cfg.Addr)
+		}})
 	}
 	if c.runs(roleWorker) {
 		roles = append(roles, role{roleWorker, eng.Run})

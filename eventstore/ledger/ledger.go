@@ -25,6 +25,7 @@ import (
 type Ledger struct {
 	store eventstore.Store
 	group *groupCommit
+	watch *Watcher
 	// effects reports whether the committer applies effects.
 	effects bool
 	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
@@ -52,7 +53,7 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	if o.Committer == nil {
 		o.Committer = storeCommitter{store}
 	}
-	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit)}
+	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store)}
 }
 
 // Store returns the underlying event store.
@@ -135,13 +136,20 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	if effect != nil && !l.effects {
 		return nil, ErrNoEffects
 	}
-	stream := domain.StreamName(reviewIDOf(events[0], snap))
+	id := reviewIDOf(events[0], snap)
+	stream := domain.StreamName(id)
 	next, data, err := l.encode(snap, stream, actor, events)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	for _, e := range events {
+		if mayEndPending(e.EventType()) {
+			l.watch.changed(id, next)
+			break
+		}
 	}
 	return next, nil
 }

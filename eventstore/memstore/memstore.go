@@ -223,3 +223,14 @@ func clone(events []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 	}
 	return out
 }
+
+// Head returns the position of the last event (eventstore.Start when there
+// is none).
+func (s *Store) Head(context.Context) (eventstore.Position, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.all) == 0 {
+		return eventstore.Start, nil
+	}
+	return s.all[len(s.all)-1].Position, nil
+}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -108,11 +109,20 @@ func (s *Store) listenOnce(ctx context.Context) error {
 // PollInterval at the latest.
 func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) error {
 	woken := s.wake.wait()
+	// The first event after pos tells both: whether there is one
+	// (pending), and whether it is readable yet (ready): being first, its
+	// transaction ID is the smallest, so if it is held back every later
+	// one is. One probe of the (xid, seq) index, whatever plan the server
+	// caches for the statement.
 	var ready, pending bool
-	err := s.pool.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM event WHERE `+after+` AND `+readable+`),
-		EXISTS (SELECT 1 FROM event WHERE `+after+`)`,
-		uintText(pos.Commit), clamp(pos.Prepare)).Scan(&ready, &pending)
+	err := s.pool.QueryRow(ctx, `SELECT `+readable+` FROM event WHERE `+after+` ORDER BY xid, seq LIMIT 1`,
+		uintText(pos.Commit), clamp(pos.Prepare)).Scan(&ready)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = nil
+	case err == nil:
+		pending = true
+	}
 	if err != nil {
 		return storeErr("wait for events after "+pos.String(), ctx, err)
 	}

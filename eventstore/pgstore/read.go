@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -86,3 +87,18 @@ func clamp(n uint64) int64 {
 }
 
 func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// Head returns the position of the last event readable in the global order
+// now (eventstore.Start when there is none): a reader starting there sees
+// every event that becomes readable later.
+func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
+	var xid, seq int64
+	err := s.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event WHERE `+readable+` ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&xid, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return eventstore.Start, nil
+	}
+	if err != nil {
+		return eventstore.Position{}, storeErr("read the head of the global order", ctx, err)
+	}
+	return eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}, nil
+}

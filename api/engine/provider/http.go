@@ -32,8 +32,13 @@ type HTTP struct {
 type HTTPConfig struct {
 	// URL is the provider's endpoint (REVIEWLEDGER_PROVIDER_URL).
 	URL string
-	// Client sends the requests; a client without redirects when nil.
+	// Client sends the requests; when nil, a client without redirects
+	// keeping up to MaxConns connections to the provider open.
 	Client *http.Client
+	// MaxConns is how many idle connections to the provider are kept for
+	// reuse (the engine's concurrent calls, REVIEWLEDGER_WORKERS). Default
+	// 256.
+	MaxConns int
 	// Now reads the clock for Retry-After dates; time.Now when nil.
 	Now func() time.Time
 }
@@ -47,8 +52,16 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("REVIEWLEDGER_PROVIDER_URL %q must be an absolute http or https URL: %w", cfg.URL, ErrInvalidURL)
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 256
+	}
 	if cfg.Client == nil {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		// Every call goes to one host: keep as many connections open to
+		// it as calls are made at once, rather than dialling anew.
+		transport.MaxIdleConns, transport.MaxIdleConnsPerHost = cfg.MaxConns, cfg.MaxConns
 		cfg.Client = &http.Client{
+			Transport: transport,
 			// A redirect is not in the protocol: it is answered like any
 			// other unexpected status, never followed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -1,0 +1,171 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Watcher tells waiters when a review may have left pending: when an event
+// that can end its automated path (a finding, an escalation) is appended to
+// its stream. It tells at once of what is appended through its ledger and,
+// while Follow runs, of what any process appends, read from the store's
+// global order by one reader for the whole process however many waiters
+// there are. A waiter reads the review again when told; waiting costs the
+// database nothing.
+type Watcher struct {
+	store   eventstore.Store
+	count   atomic.Int64 // waiters, so that appends with none cost a load
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{}
+	// following is set while Follow reads the global order.
+	following atomic.Bool
+}
+
+type waiter struct{ ch chan *Snapshot }
+
+func newWatcher(store eventstore.Store) *Watcher {
+	return &Watcher{store: store, waiters: map[string]map[*waiter]struct{}{}}
+}
+
+// Watcher returns the ledger's watcher.
+func (l *Ledger) Watcher() *Watcher { return l.watch }
+
+// Watch returns a channel that receives once when, after Watch was called,
+// the review may have left pending: the review as it stands then, when the
+// change was made through this ledger, or nil (read it again) when it was
+// made elsewhere; and a function to call when no longer interested. Read
+// the review after Watch, not before, so that no change falls between the
+// read and the wait.
+func (w *Watcher) Watch(reviewID string) (changed <-chan *Snapshot, stop func()) {
+	x := &waiter{ch: make(chan *Snapshot, 1)}
+	w.mu.Lock()
+	set := w.waiters[reviewID]
+	if set == nil {
+		set = map[*waiter]struct{}{}
+		w.waiters[reviewID] = set
+	}
+	set[x] = struct{}{}
+	w.mu.Unlock()
+	w.count.Add(1)
+	var once sync.Once
+	return x.ch, func() {
+		once.Do(func() {
+			w.mu.Lock()
+			if set := w.waiters[reviewID]; set != nil {
+				if _, ok := set[x]; ok {
+					delete(set, x)
+					w.count.Add(-1)
+				}
+				if len(set) == 0 {
+					delete(w.waiters, reviewID)
+				}
+			}
+			w.mu.Unlock()
+		})
+	}
+}
+
+// Waiting returns how many waiters there are.
+func (w *Watcher) Waiting() int { return int(w.count.Load()) }
+
+// Following reports whether Follow is reading the global order, so that
+// changes made by other processes are told too.
+func (w *Watcher) Following() bool { return w.following.Load() }
+
+// changed tells the review's waiters, with the review as it stands when
+// known (nil otherwise).
+func (w *Watcher) changed(reviewID string, snap *Snapshot) {
+	if w.count.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	set := w.waiters[reviewID]
+	delete(w.waiters, reviewID)
+	w.mu.Unlock()
+	for x := range set {
+		w.count.Add(-1)
+		x.ch <- snap
+	}
+}
+
+// mayEndPending reports whether an event of the type can end a review's
+// automated path.
+func mayEndPending(typ string) bool {
+	return typ == domain.TypeFindingReceived || typ == domain.TypeEscalated
+}
+
+// headReader is a store that can say where its global order ends now.
+type headReader interface {
+	Head(ctx context.Context) (eventstore.Position, error)
+}
+
+// ErrNoHead: the store cannot say where its global order ends, so Follow
+// cannot start reading it.
+var ErrNoHead = errors.New("the event store cannot tell the head of its global order")
+
+// Follow reads the global order from its head now on, telling waiters of
+// the reviews whose streams change, until ctx is done (then it returns
+// nil). Reads that fail are tried again after retry. It needs a store that
+// tells its head (pgstore, memstore); otherwise it returns ErrNoHead at
+// once, and only changes made through this process's ledger are told.
+func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
+	hr, ok := w.store.(headReader)
+	if !ok {
+		return ErrNoHead
+	}
+	var pos eventstore.Position
+	for {
+		var err error
+		if pos, err = hr.Head(ctx); err == nil {
+			break
+		}
+		if sleepCtx(ctx, retry) != nil {
+			return nil
+		}
+	}
+	w.following.Store(true)
+	defer w.following.Store(false)
+	for ctx.Err() == nil {
+		evs, err := w.store.ReadAll(ctx, pos, 1000)
+		if err == nil && len(evs) == 0 {
+			err = w.store.WaitForEvents(ctx, pos)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if sleepCtx(ctx, retry) != nil {
+				return nil
+			}
+			continue
+		}
+		for _, e := range evs {
+			if id, ok := strings.CutPrefix(e.Stream, domain.StreamName("")); ok && mayEndPending(e.Type) {
+				w.changed(id, nil)
+			}
+		}
+		if len(evs) > 0 {
+			pos = evs[len(evs)-1].Position
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("follow: %w", ctx.Err())
+	}
+}
