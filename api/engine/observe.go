@@ -42,7 +42,7 @@ func (e *Engine) recorded(r *domain.Review, events []domain.Event, now time.Time
 		}
 	}
 	if len(events) > 0 && r.State() != domain.StatePending {
-		e.log.Info("review finished", "review_id", r.ID(), "attempt", r.Attempts(), "final_state", string(r.State()),
+		e.log.Debug("review finished", "review_id", r.ID(), "attempt", r.Attempts(), "final_state", string(r.State()),
 			"elapsed_ms", now.Sub(r.SubmittedAt()).Milliseconds(), "remaining_budget_ms", remaining)
 	}
 }

@@ -26,6 +26,7 @@ type Ledger struct {
 	store eventstore.Store
 	group *groupCommit
 	watch *Watcher
+	cache *snapshots
 	// effects reports whether the committer applies effects.
 	effects bool
 	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
@@ -53,7 +54,7 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	if o.Committer == nil {
 		o.Committer = storeCommitter{store}
 	}
-	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store)}
+	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots()}
 }
 
 // Store returns the underlying event store.
@@ -86,16 +87,6 @@ type Metadata struct {
 // ErrNoEffects: an effect was given to a ledger whose committer applies
 // none (Options.Committer unset).
 var ErrNoEffects = errors.New("ledger: this ledger's committer applies no effects")
-
-// Load rebuilds a review from its stream. A review with no events is
-// domain.ErrReviewNotFound.
-func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
-	h, err := l.History(ctx, reviewID)
-	if err != nil {
-		return nil, err
-	}
-	return h.Snapshot()
-}
 
 // Create appends the first event of a new review. When the review already
 // exists the error matches eventstore.ErrWrongExpectedVersion; the caller
@@ -145,6 +136,7 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
+	l.cache.put(next)
 	for _, e := range events {
 		if mayEndPending(e.EventType()) {
 			l.watch.changed(id, next)

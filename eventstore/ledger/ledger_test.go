@@ -147,3 +147,47 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		})
 	}
 }
+
+// A review loaded or written before is brought up to date by reading from
+// its last known event on: appends by another ledger are seen, and a
+// history rewritten underneath (the kept event's hash changed) is read
+// again from the start.
+func TestLoadKeepsUpWithOtherWriters(t *testing.T) {
+	t.Parallel()
+	store := memstore.New()
+	here, elsewhere := ledger.New(store), ledger.New(store)
+	ctx := context.Background()
+	snap, err := here.Create(ctx, submitted(t, "k-1"), ledger.Actor{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := elsewhere.Load(ctx, "k-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := other.StartAttempt(other.SubmittedAt())
+	if _, err := elsewhere.Append(ctx, other, ledger.Actor{Name: "other"}, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := here.Load(ctx, "k-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version() != 1 || got.Attempts() != 1 {
+		t.Fatalf("loaded version %d with %d attempts, want the other ledger's attempt", got.Version(), got.Attempts())
+	}
+	if _, err := here.Append(ctx, snap, ledger.Actor{Name: "test"}, st); err == nil {
+		t.Fatal("an append at the stale version was written")
+	}
+	again, err := here.Load(ctx, "k-1")
+	if err != nil || again.Version() != 1 {
+		t.Fatalf("second load = %v, %v", again, err)
+	}
+	to, _ := again.TimeOutAttempt(domain.AttemptFailure{Attempt: 1, Classification: domain.ClassTransportError}, again.SubmittedAt())
+	if _, err := here.Append(ctx, again, ledger.Actor{Name: "test"}, to); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := elsewhere.Load(ctx, "k-1"); err != nil || got.Version() != 2 || got.LastFailure().Attempt != 1 {
+		t.Fatalf("the other ledger loads %v, %v", got, err)
+	}
+}

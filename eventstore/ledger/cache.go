@@ -1,0 +1,138 @@
+package ledger
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// snapshotCacheSize bounds the snapshots a ledger keeps.
+const snapshotCacheSize = 20000
+
+// snapshots keeps the latest snapshot the ledger read or wrote of recently
+// used reviews, so that loading one again reads only what was appended
+// since: the last event it knows (its hash must still be the one it
+// chained onto: a history rewritten meanwhile is read again from the start)
+// and any after it. A snapshot is never served without that read, so a
+// review changed by another process is seen as it is.
+type snapshots struct {
+	mu    sync.Mutex
+	byID  map[string]*list.Element
+	order *list.List // front: most recently used
+}
+
+type cached struct {
+	id   string
+	snap *Snapshot
+}
+
+func newSnapshots() *snapshots {
+	return &snapshots{byID: make(map[string]*list.Element), order: list.New()}
+}
+
+func (c *snapshots) get(id string) *Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byID[id]
+	if !ok {
+		return nil
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cached).snap
+}
+
+// put keeps snap unless a newer one of the same review is kept.
+func (c *snapshots) put(snap *Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := snap.ID()
+	if el, ok := c.byID[id]; ok {
+		if x := el.Value.(*cached); x.snap.Version() <= snap.Version() {
+			x.snap = snap
+		}
+		c.order.MoveToFront(el)
+		return
+	}
+	c.byID[id] = c.order.PushFront(&cached{id: id, snap: snap})
+	for c.order.Len() > snapshotCacheSize {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byID, last.Value.(*cached).id)
+	}
+}
+
+// Load rebuilds a review from its stream. A review with no events is
+// domain.ErrReviewNotFound. A review this ledger read or wrote recently is
+// brought up to date from the last event it knew rather than rebuilt.
+func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
+	if prev := l.cache.get(reviewID); prev != nil {
+		snap, err := l.refresh(ctx, prev)
+		if err == nil {
+			l.cache.put(snap)
+			return snap, nil
+		}
+		if !errors.Is(err, errStale) {
+			return nil, err
+		}
+	}
+	h, err := l.History(ctx, reviewID)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := h.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	l.cache.put(snap)
+	return snap, nil
+}
+
+// errStale: a kept snapshot no longer matches the stream (its last event
+// is gone or changed): the review is read again from the start.
+var errStale = errors.New("kept snapshot does not match the stream")
+
+// refresh reads the stream from prev's last event on and applies what
+// follows it.
+func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error) {
+	recs, err := l.store.ReadStream(ctx, domain.StreamName(prev.ID()), prev.Version())
+	switch {
+	case errors.Is(err, eventstore.ErrStreamNotFound):
+		return nil, errStale
+	case err != nil:
+		return nil, fmt.Errorf("read review %q: %w", prev.ID(), err)
+	case len(recs) == 0 || recs[0].Revision != prev.Version():
+		return nil, errStale
+	}
+	var meta Metadata
+	if err := json.Unmarshal(recs[0].Metadata, &meta); err != nil || meta.Hash != prev.head {
+		return nil, errStale
+	}
+	if len(recs) == 1 {
+		return prev, nil
+	}
+	next := &Snapshot{Review: prev.Review.Clone(), head: prev.head}
+	for _, rec := range recs[1:] {
+		e, err := domain.DecodeEvent(rec.Type, rec.Data)
+		if err != nil {
+			return nil, fmt.Errorf("review %q revision %d: %w", prev.ID(), rec.Revision, err)
+		}
+		var m Metadata
+		if err := json.Unmarshal(rec.Metadata, &m); err != nil {
+			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", prev.ID(), rec.Revision, err, domain.ErrCorruptHistory)
+		}
+		if m.PrevHash != next.head {
+			return nil, errStale
+		}
+		if err := next.Apply(rec.Revision, e); err != nil {
+			return nil, fmt.Errorf("review %q: %w", prev.ID(), err)
+		}
+		next.head = m.Hash
+	}
+	return next, nil
+}
