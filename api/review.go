@@ -9,44 +9,16 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reviewledger/reviewledger/api/view"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // reviewView is the JSON of a review (GET /v1/reviews/{id}, submit,
-// decision).
-type reviewView struct {
-	ReviewID     string     `json:"review_id"`
-	State        string     `json:"state"`
-	ContentClass string     `json:"content_class"`
-	Attempts     int        `json:"attempts"`
-	Version      uint64     `json:"version"`
-	SubmittedAt  time.Time  `json:"submitted_at"`
-	Deadline     time.Time  `json:"deadline"`
-	DecidedAt    *time.Time `json:"decided_at"`
-	Reasons      []string   `json:"reasons"`
-}
+// decision), shared with the decision webhooks' body.
+type reviewView = view.Review
 
-func newReviewView(r *domain.Review) reviewView {
-	v := reviewView{
-		ReviewID:     r.ID(),
-		State:        string(r.State()),
-		ContentClass: r.Class(),
-		Attempts:     r.Attempts(),
-		Version:      r.Version(),
-		SubmittedAt:  r.SubmittedAt().UTC(),
-		Deadline:     r.Deadline().UTC(),
-		Reasons:      r.Reasons(),
-	}
-	if v.Reasons == nil {
-		v.Reasons = []string{}
-	}
-	if at := r.DecidedAt(); !at.IsZero() {
-		at = at.UTC()
-		v.DecidedAt = &at
-	}
-	return v
-}
+func newReviewView(r *domain.Review) reviewView { return view.NewReview(r) }
 
 // getReview is GET /v1/reviews/{id}, read from the ledger so a client reads
 // its own writes. With ?wait=D (at most MaxWait) it answers as soon as the
