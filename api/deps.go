@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections"
@@ -80,6 +81,18 @@ type Watcher interface {
 }
 
 var _ Watcher = (*ledger.Watcher)(nil)
+
+// Deliveries are the decision webhooks' deliveries (*notify.DB).
+type Deliveries interface {
+	// List returns the deliveries q selects, oldest first. Errors: a
+	// *domain.FieldError matching notify.ErrInvalidQuery.
+	List(ctx context.Context, q notify.Query) ([]notify.Delivery, error)
+	// Redeliver makes the delivery due at now, with a new retry window.
+	// Errors: notify.ErrDeliveryNotFound.
+	Redeliver(ctx context.Context, id string, now time.Time) (notify.Delivery, error)
+}
+
+var _ Deliveries = (*notify.DB)(nil)
 
 // Check is one readiness check for /readyz.
 type Check struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/projections"
@@ -77,9 +78,11 @@ var problemTable = []problemKind{
 	{engine.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
+	{notify.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{domain.ErrInvalidReviewID, http.StatusBadRequest, "invalid-review-id", "Invalid review ID"},
 	{domain.ErrInvalidDecision, http.StatusBadRequest, "invalid-decision", "Invalid decision"},
 	{domain.ErrReviewNotFound, http.StatusNotFound, "review-not-found", "Review not found"},
+	{notify.ErrDeliveryNotFound, http.StatusNotFound, "delivery-not-found", "Delivery not found"},
 	{engine.ErrContentPurged, http.StatusGone, "content-purged", "Content purged by retention"},
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},

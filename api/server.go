@@ -32,6 +32,9 @@ type Deps struct {
 	// Watcher wakes GET /v1/reviews/{id}?wait=... when the review changes
 	// (the ledger's, *ledger.Watcher). Without one, wait is not waited.
 	Watcher Watcher
+	// Deliveries serves the admin routes of the decision webhooks
+	// (*notify.DB); they answer 503 without it.
+	Deliveries Deliveries
 }
 
 // Server is the HTTP API.
@@ -100,6 +103,8 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/manual-queue/:id/claim", s.claim, s.require(RoleModerator))
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/me", s.me, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
+	e.GET("/v1/admin/deliveries", s.listDeliveries, s.require(RoleAdmin))
+	e.POST("/v1/admin/deliveries/:id/redeliver", s.redeliver, s.require(RoleAdmin))
 
 	e.GET("/healthz", s.healthz)
 	e.HEAD("/healthz", s.healthz, headLikeGet)
