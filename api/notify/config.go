@@ -145,7 +145,8 @@ func (c *Config) setDefaults() {
 }
 
 // Validate checks the settings (not Pool, Store and Histories, which New
-// requires); the error names the first setting at fault.
+// requires); the error names the first setting at fault. The settings
+// without an environment variable may be zero, for their defaults.
 func (c *Config) Validate() error {
 	bad := func(setting, format string, args ...any) error {
 		return fmt.Errorf("%s: %s: %w", setting, fmt.Sprintf(format, args...), ErrInvalidConfig)
@@ -171,10 +172,10 @@ func (c *Config) Validate() error {
 		return bad("REVIEWLEDGER_NOTIFY_FROM", "must be %s or %s, got %q", FromNow, FromStart, c.From)
 	case c.Keep <= 0:
 		return bad("REVIEWLEDGER_NOTIFY_KEEP", "must be a positive duration such as 168h, got %s", c.Keep)
-	case c.BatchSize < 1 || c.BatchSize > 100000:
+	case c.BatchSize < 0 || c.BatchSize > 100000: // zero: the default
 		return bad("BatchSize", "must be between 1 and 100000, got %d", c.BatchSize)
-	case c.PollInterval <= 0 || c.StatsInterval <= 0 || c.RetryDelay <= 0:
-		return bad("PollInterval, StatsInterval, RetryDelay", "must be positive")
+	case c.PollInterval < 0 || c.StatsInterval < 0 || c.RetryDelay < 0:
+		return bad("PollInterval, StatsInterval, RetryDelay", "must not be negative")
 	}
 	return nil
 }

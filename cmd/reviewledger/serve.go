@@ -16,6 +16,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/ui"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -26,11 +27,12 @@ type ServeCmd struct {
 	Config `embed:""`
 	Engine EngineConfig `embed:""`
 	Store  StoreConfig  `embed:""`
+	Notify NotifyConfig `embed:""`
 
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
-	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models)."`
+	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set)."`
 	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
 	DebugAddr   string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
 }
@@ -116,6 +118,10 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	notifier, err := c.Notify.newNotifier(pool, store, led, reg, log)
+	if err != nil {
+		return err
+	}
 	server, err := api.New(api.Config{
 		Tokens:          cfg.Tokens,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
@@ -132,6 +138,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Ready:      readiness(pool, projector, c.ReadyMaxLag),
 		UI:         ui.Handler(),
 		Watcher:    led.Watcher(),
+		Deliveries: notify.NewDB(pool),
 	})
 	if err != nil {
 		return err
@@ -158,9 +165,15 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 	if c.runs(roleProjector) {
 		roles = append(roles, role{roleProjector, projector.Run})
+		if notifier != nil {
+			// Like a projection, a subscriber of the global order: one
+			// process at a time sends, the others stand by.
+			roles = append(roles, role{"notifier", notifier.Run})
+		}
 	}
 	log.Info("serving", "addr", cfg.Addr, "version", version, "roles", c.Roles, "provider", cfg.Provider,
-		"pubsub", c.Engine.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names(), "owner", eng.Owner())
+		"pubsub", c.Engine.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names(), "owner", eng.Owner(),
+		"webhooks", notifier != nil && c.runs(roleProjector))
 	return runInOrder(ctx, log, c.StopTimeout, roles...)
 }
 
