@@ -178,3 +178,14 @@ func (db *DB) Redeliver(ctx context.Context, id string, now time.Time) (Delivery
 	}
 	return d, nil
 }
+
+// RedeliverFailed makes every given-up delivery due at now with a new
+// retry window and returns how many there were.
+func (db *DB) RedeliverFailed(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE notify_delivery SET state = 'pending', next_attempt_at = $1, retry_since = $1
+		WHERE state = 'failed'`, now)
+	if err != nil {
+		return 0, fmt.Errorf("redeliver the failed deliveries: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
