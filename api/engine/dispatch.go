@@ -18,9 +18,7 @@ import (
 // openPubSub creates the publisher and subscriber of the configured
 // backend. Messages carry only a review ID: a hint to claim its record.
 func (e *Engine) openPubSub() error {
-	logger := watermill.NewSlogLoggerWithLevelMapping(e.log.With("component", "watermill"), map[slog.Level]slog.Level{
-		slog.LevelInfo: slog.LevelDebug,
-	})
+	logger := e.watermillLogger()
 	switch e.cfg.PubSub {
 	case PubSubGoChannel:
 		ch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024}, logger)
@@ -111,6 +109,17 @@ func (e *Engine) openPubSub() error {
 	return nil
 }
 
+// watermillLogger is Watermill's logger: its information is debugging
+// here, and its errors are warnings: messages only hint at work the work
+// records hold, so a message lost to a broker or database fault costs time,
+// never a review (the next poll finds it).
+func (e *Engine) watermillLogger() watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(e.log.With("component", "watermill"), map[slog.Level]slog.Level{
+		slog.LevelInfo:  slog.LevelDebug,
+		slog.LevelError: slog.LevelWarn,
+	})
+}
+
 // startRouter routes work messages to the claim loop: each message is a
 // hint (a review ID), acknowledged at once. The work record, not the
 // message, says who works a review: a message lost, late or delivered
@@ -118,9 +127,7 @@ func (e *Engine) openPubSub() error {
 // a review.
 func (e *Engine) startRouter() (*message.Router, chan error, error) {
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second},
-		watermill.NewSlogLoggerWithLevelMapping(e.log.With("component", "watermill"), map[slog.Level]slog.Level{
-			slog.LevelInfo: slog.LevelDebug,
-		}))
+		e.watermillLogger())
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: router: %w", err)
 	}
