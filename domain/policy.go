@@ -43,6 +43,41 @@ type ClassPolicy struct {
 	// Approvals is how many distinct moderators must agree on a manual
 	// decision before it takes effect (four-eyes when 2). Zero means 1.
 	Approvals int
+	// Objective is the share of reviews that should reach a complete
+	// finding or a moderator's decision within budget, in (0, 1). Zero
+	// means DefaultObjective. It is the operator's target, not part of a
+	// review's record (Snapshot leaves it out): alerts and error budgets
+	// judge every review by the objective in force.
+	Objective float64
+	// QueueSLA is how long a review may wait in the manual queue before
+	// its class is alerted on. Zero means DefaultQueueSLA.
+	QueueSLA time.Duration
+}
+
+// Defaults of the service-level settings a class may leave out.
+const (
+	DefaultObjective = 0.99
+	DefaultQueueSLA  = time.Hour
+)
+
+// SLOObjective returns the class's objective, DefaultObjective when unset.
+func (p ClassPolicy) SLOObjective() float64 {
+	if p.Objective == 0 {
+		return DefaultObjective
+	}
+	return p.Objective
+}
+
+// ErrorBudget returns the share of reviews that may miss the objective:
+// 1 - SLOObjective().
+func (p ClassPolicy) ErrorBudget() float64 { return 1 - p.SLOObjective() }
+
+// ManualQueueSLA returns the class's queue SLA, DefaultQueueSLA when unset.
+func (p ClassPolicy) ManualQueueSLA() time.Duration {
+	if p.QueueSLA == 0 {
+		return DefaultQueueSLA
+	}
+	return p.QueueSLA
 }
 
 // PolicyError names the class and key of an invalid policy setting. It wraps
@@ -96,6 +131,10 @@ func (p ClassPolicy) Validate(class string) error {
 		return bad("max_attempts", "must be at least 1, got %d", p.MaxAttempts)
 	case p.Approvals < 0:
 		return bad("approvals", "must be at least 1, got %d", p.Approvals)
+	case p.Objective < 0 || p.Objective >= 1 || p.Objective != p.Objective:
+		return bad("objective", "must be above 0 and below 1 (such as 0.99), got %v", p.Objective)
+	case p.QueueSLA < 0:
+		return bad("queue_sla", "must be a positive duration, got %s", p.QueueSLA)
 	}
 	switch p.OnExhaustion {
 	case ExhaustToManualReview, ExhaustToRejected:

@@ -26,6 +26,8 @@ func TestClassPolicyValidate(t *testing.T) {
 		{"approvals unset", func(p *domain.ClassPolicy) { p.Approvals = 0 }, ""},
 		{"fail closed", func(p *domain.ClassPolicy) { p.OnExhaustion = domain.ExhaustToRejected }, ""},
 		{"negative priority", func(p *domain.ClassPolicy) { p.Priority = -1 }, ""},
+		{"objective set", func(p *domain.ClassPolicy) { p.Objective = 0.999 }, ""},
+		{"queue_sla set", func(p *domain.ClassPolicy) { p.QueueSLA = 15 * time.Minute }, ""},
 
 		{"zero budget", func(p *domain.ClassPolicy) { p.Budget = 0 }, "budget"},
 		{"negative budget", func(p *domain.ClassPolicy) { p.Budget = -time.Second }, "budget"},
@@ -43,6 +45,10 @@ func TestClassPolicyValidate(t *testing.T) {
 		{"zero max_attempts", func(p *domain.ClassPolicy) { p.MaxAttempts = 0 }, "max_attempts"},
 		{"negative max_attempts", func(p *domain.ClassPolicy) { p.MaxAttempts = -3 }, "max_attempts"},
 		{"negative approvals", func(p *domain.ClassPolicy) { p.Approvals = -1 }, "approvals"},
+		{"objective of 1", func(p *domain.ClassPolicy) { p.Objective = 1 }, "objective"},
+		{"objective above 1", func(p *domain.ClassPolicy) { p.Objective = 99 }, "objective"},
+		{"negative objective", func(p *domain.ClassPolicy) { p.Objective = -0.5 }, "objective"},
+		{"negative queue_sla", func(p *domain.ClassPolicy) { p.QueueSLA = -time.Minute }, "queue_sla"},
 		{"empty on_exhaustion", func(p *domain.ClassPolicy) { p.OnExhaustion = "" }, "on_exhaustion"},
 		{"unknown on_exhaustion", func(p *domain.ClassPolicy) { p.OnExhaustion = "escalate" }, "on_exhaustion"},
 		{"on_exhaustion in the wrong case", func(p *domain.ClassPolicy) { p.OnExhaustion = "Rejected" }, "on_exhaustion"},
@@ -137,6 +143,24 @@ func TestDefaultPolicy(t *testing.T) {
 	var fe *domain.FieldError
 	if !errors.As(err, &fe) || fe.Field != "content_class" || !errors.Is(err, domain.ErrUnknownClass) || !strings.Contains(err.Error(), "podcast") {
 		t.Fatalf("Class(podcast) error = %v, want a content_class field error wrapping ErrUnknownClass", err)
+	}
+}
+
+func TestServiceLevelDefaults(t *testing.T) {
+	t.Parallel()
+	var unset domain.ClassPolicy
+	if got := unset.SLOObjective(); got != domain.DefaultObjective {
+		t.Errorf("unset objective = %v, want %v", got, domain.DefaultObjective)
+	}
+	if got := unset.ManualQueueSLA(); got != domain.DefaultQueueSLA {
+		t.Errorf("unset queue SLA = %v, want %v", got, domain.DefaultQueueSLA)
+	}
+	set := domain.ClassPolicy{Objective: 0.995, QueueSLA: 20 * time.Minute}
+	if set.SLOObjective() != 0.995 || set.ManualQueueSLA() != 20*time.Minute {
+		t.Errorf("set: objective %v, queue SLA %v", set.SLOObjective(), set.ManualQueueSLA())
+	}
+	if b := set.ErrorBudget(); b < 0.00499 || b > 0.00501 {
+		t.Errorf("error budget of 0.995 = %v, want 0.005", b)
 	}
 }
 

@@ -80,6 +80,13 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 			c.Priority, err = integer(v)
 		case "approvals":
 			c.Approvals, err = integer(v)
+		case "objective":
+			c.Objective, err = fraction(v)
+		case "queue_sla":
+			// Written, it must be positive like every duration of the file.
+			if c.QueueSLA, err = duration(v); err == nil && c.QueueSLA <= 0 {
+				err = fmt.Errorf("line %d: must be a positive duration, got %s", v.Line, c.QueueSLA)
+			}
 		case "backoff":
 			return eachKey(v, "backoff", func(key string, v *yaml.Node) error {
 				var err error
@@ -154,6 +161,15 @@ func integer(v *yaml.Node) (int, error) {
 		return 0, fmt.Errorf("line %d: want an integer, got %q", v.Line, v.Value)
 	}
 	return n, nil
+}
+
+// fraction reads an objective: a number above 0 and below 1.
+func fraction(v *yaml.Node) (float64, error) {
+	f, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || err != nil || !(f > 0 && f < 1) {
+		return 0, fmt.Errorf("line %d: want a number above 0 and below 1 such as 0.99, got %q", v.Line, v.Value)
+	}
+	return f, nil
 }
 
 func boolean(v *yaml.Node) (bool, error) {

@@ -29,6 +29,8 @@ classes:
     human_gate: true
     priority: 3
     approvals: 2
+    objective: 0.995
+    queue_sla: 15m
 `
 
 func TestParsePolicy(t *testing.T) {
@@ -46,6 +48,12 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if got := p.Classes["publishing_rule"]; !got.HumanGate || got.Approvals != 2 || got.OnExhaustion != domain.ExhaustToRejected || got.Budget != time.Minute {
 		t.Fatalf("publishing_rule: %+v", got)
+	}
+	if got := p.Classes["publishing_rule"]; got.SLOObjective() != 0.995 || got.ManualQueueSLA() != 15*time.Minute {
+		t.Fatalf("publishing_rule objective %v, queue SLA %v", got.SLOObjective(), got.ManualQueueSLA())
+	}
+	if got := p.Classes["caption_suggestion"]; got.SLOObjective() != domain.DefaultObjective || got.ManualQueueSLA() != domain.DefaultQueueSLA {
+		t.Fatalf("caption_suggestion without objective or queue_sla: %v, %v", got.SLOObjective(), got.ManualQueueSLA())
 	}
 }
 
@@ -66,6 +74,12 @@ func TestParsePolicyRefuses(t *testing.T) {
 		{"negative jitter", strings.Replace(class(""), "max: 2s}", "max: 2s, jitter: -5ms}", 1), `class "caption_suggestion": backoff.jitter`},
 		{"attempt timeout above budget", strings.Replace(class(""), "attempt_timeout: 10s", "attempt_timeout: 40s", 1), `class "caption_suggestion": attempt_timeout`},
 		{"unknown on_exhaustion", strings.Replace(class(""), "on_exhaustion: manual_review", "on_exhaustion: retry", 1), `class "caption_suggestion": on_exhaustion`},
+		{"objective of 1", class("    objective: 1\n"), `class "caption_suggestion": objective: line 8`},
+		{"objective as a percentage", class("    objective: 99\n"), `class "caption_suggestion": objective: line 8`},
+		{"objective not a number", class("    objective: high\n"), `class "caption_suggestion": objective: line 8`},
+		{"zero objective", class("    objective: 0\n"), `class "caption_suggestion": objective`},
+		{"zero queue_sla", class("    queue_sla: 0s\n"), `class "caption_suggestion": queue_sla: line 8`},
+		{"malformed queue_sla", class("    queue_sla: an hour\n"), `class "caption_suggestion": queue_sla: line 8`},
 		{"key twice", class("    budget: 20s\n"), `class "caption_suggestion": budget: line 8: key given twice`},
 		{"not a mapping", "classes:\n  caption_suggestion: 3\n", `class "caption_suggestion"`},
 		{"no classes", "classes: {}\n", `no content classes`},
