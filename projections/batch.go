@@ -111,8 +111,11 @@ func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]ou
 	for i, p := range ps {
 		names[i] = p.name()
 	}
+	var sli *sliBatch
 	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 		clear(out)
+		sli = newSLIBatch()
+		ctx := withSLI(ctx, sli)
 		cps, err := lockCheckpoints(ctx, tx, names)
 		if err != nil {
 			return err
@@ -152,6 +155,8 @@ func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]ou
 	if err != nil {
 		return nil, fmt.Errorf("batch after %s for %v: %w", b.after, names, err)
 	}
+	// Committed: what the batch observed counts, once.
+	r.sli.publish(sli)
 	return out, nil
 }
 

@@ -24,6 +24,10 @@ func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) 
 	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
 		r.metrics.active.WithLabelValues(p.name()).Set(1)
 		defer r.metrics.active.WithLabelValues(p.name()).Set(0)
+		if p.name() == SLO {
+			r.sli.start(r.cfg.Classes)
+			defer r.sli.stop()
+		}
 		return fn(conn)
 	})
 }

@@ -47,8 +47,12 @@ type Config struct {
 	PollInterval time.Duration
 	// RetryDelay is the pause after a failed batch (default 2s).
 	RetryDelay time.Duration
-	// Registerer receives the runner's metrics; none when nil.
+	// Registerer receives the runner's metrics, the service-level
+	// indicators included (sli.go); none when nil.
 	Registerer prometheus.Registerer
+	// Classes are the policy's content classes: while this process runs
+	// the SLO projection, their SLI series are exported from zero on.
+	Classes []string
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Now is the clock used for lag; time.Now when nil.
@@ -105,6 +109,7 @@ type Runner struct {
 	cfg         Config
 	projections []projection
 	metrics     *metrics
+	sli         *sliMetrics
 
 	// beforeCommit, when set (by tests), runs inside each batch's
 	// transaction after every projection's rows are written and before the
@@ -124,7 +129,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, projections: ps, metrics: m}, nil
+	sli, err := newSLIMetrics(cfg.Registerer, cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, projections: ps, metrics: m, sli: sli}, nil
 }
 
 // Run keeps every configured projection current until ctx is done, then

@@ -82,6 +82,8 @@ type sloDelta struct {
 	latency   map[bucketKey]int64
 	attempts  map[bucketKey]int64
 	conflicts map[minuteKey]int64
+	// sli collects the batch's Prometheus observations; nil in a rebuild.
+	sli *sliBatch
 }
 
 func (d *sloDelta) minute(class string, t time.Time) *minuteCounts {
@@ -100,12 +102,13 @@ func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events 
 		return err
 	}
 	delta := &sloDelta{minutes: map[minuteKey]*minuteCounts{}, latency: map[bucketKey]int64{}, attempts: map[bucketKey]int64{},
-		conflicts: map[minuteKey]int64{}}
+		conflicts: map[minuteKey]int64{}, sli: sliFrom(ctx)}
 	var order []string
 	for _, e := range events {
 		if c, ok := e.data.(domain.ConflictingCompletionRecorded); ok {
 			// Counted whatever the review's state: the event names its class.
 			delta.conflicts[minuteKey{c.ContentClass, minute(c.At)}]++
+			delta.sli.conflict(c.ContentClass)
 			continue
 		}
 		s := states[e.reviewID]
@@ -140,11 +143,13 @@ func applySLO(s *sloState, e event, delta *sloDelta) bool {
 		return false
 	}
 	// outcome records the first move away from pending (a finding or an
-	// escalation) in the latency histogram.
-	outcome := func(at time.Time) {
+	// escalation) in the latency histogram, and as the review's outcome
+	// kind among the SLIs.
+	outcome := func(at time.Time, kind string) {
 		if !o.outcomeRecorded {
 			o.outcomeRecorded = true
 			delta.latency[bucketKey{class: o.class, minute: minute(o.submittedAt), bucket: bucketOf(ms(at.Sub(o.submittedAt)))}]++
+			delta.sli.outcome(o.class, kind, o.submittedAt, o.deadline, at)
 		}
 	}
 	// complete counts the review as completed within budget when at is not
@@ -157,6 +162,7 @@ func applySLO(s *sloState, e event, delta *sloDelta) bool {
 	}
 	attempt := func(outcome string, at time.Time, elapsedMS int64) {
 		delta.attempts[bucketKey{class: o.class, minute: minute(at), outcome: outcome, bucket: bucketOf(float64(elapsedMS))}]++
+		delta.sli.attempt(o.class, outcome, elapsedMS)
 	}
 	switch d := e.data.(type) {
 	case domain.AttemptTimedOut:
@@ -170,14 +176,18 @@ func applySLO(s *sloState, e event, delta *sloDelta) bool {
 		return false
 	case domain.FindingReceived:
 		attempt(outcomeFinding, d.ReceivedAt, d.ElapsedMS)
-		outcome(d.ReceivedAt)
+		outcome(d.ReceivedAt, string(d.State))
 		complete(d.ReceivedAt)
 		if !(d.State == domain.DecisionAccepted && o.humanGate) {
 			s.open = nil
 		}
 	case domain.Escalated:
 		delta.minute(o.class, o.submittedAt).escalated++
-		outcome(d.At)
+		kind := OutcomeEscalated
+		if d.State != domain.StateManualReview {
+			kind = OutcomeFailedClosed
+		}
+		outcome(d.At, kind)
 		if d.State != domain.StateManualReview {
 			s.open = nil
 		}

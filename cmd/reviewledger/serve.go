@@ -114,7 +114,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			log.Warn("stop provider", "err", err)
 		}
 	}()
-	projector, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Registerer: reg, Logger: log})
+	projector, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Registerer: reg, Logger: log, Classes: cfg.Policy.Names()})
 	if err != nil {
 		return err
 	}
