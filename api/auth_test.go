@@ -54,6 +54,8 @@ var protected = []route{
 	{"POST", "/v1/manual-queue/r1/claim", []Role{RoleModerator}},
 	{"POST", "/v1/reviews/r1/decision", []Role{RoleModerator}},
 	{"GET", "/v1/slo", []Role{RoleAuditor, RoleModerator}},
+	{"GET", "/v1/slo/series", []Role{RoleAuditor, RoleModerator}},
+	{"GET", "/v1/slo/attempts", []Role{RoleAuditor, RoleModerator}},
 }
 
 func TestRoleTable(t *testing.T) {

@@ -54,6 +54,12 @@ type ReadModels interface {
 	Claim(ctx context.Context, reviewID, moderator string, lease time.Duration, now time.Time) (projections.Claim, error)
 	// SLO summarises the window ending at now; class "" means every class.
 	SLO(ctx context.Context, window time.Duration, class string, now time.Time) (projections.SLOSummary, error)
+	// SLOSeries is the SLO of the window ending at now, step by step.
+	// Errors: projections.ErrInvalidQuery naming the field (step).
+	SLOSeries(ctx context.Context, window, step time.Duration, class string, now time.Time) (projections.Series, error)
+	// AttemptServiceTimes is each class's attempt service-time
+	// distribution over the window ending at now.
+	AttemptServiceTimes(ctx context.Context, class string, window time.Duration, now time.Time) ([]projections.ServiceTimes, error)
 }
 
 var _ ReadModels = (*projections.DB)(nil)

@@ -153,6 +153,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CallbackResult": reflect.TypeFor[callbackView](),
 		"Claim":          reflect.TypeFor[projections.Claim](),
 		"SLO":            reflect.TypeFor[projections.SLOSummary](),
+		"SLOSeries":      reflect.TypeFor[projections.Series](),
+		"SLOAttempts":    reflect.TypeFor[attemptsView](),
 		"Problem":        reflect.TypeFor[Problem](),
 		"Ready":          reflect.TypeFor[readyView](),
 		"SubmitRequest":  reflect.TypeFor[submitBody](),

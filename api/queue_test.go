@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
@@ -173,6 +176,97 @@ func TestSLO(t *testing.T) {
 	for _, q := range []string{"soon", "-1h", "0s", "367d", "1.5d", "106751991167301d", "d"} {
 		wantProblem(t, h.do("GET", "/v1/slo?window="+q, auditorToken, ""), http.StatusBadRequest, "invalid-request", "window")
 	}
+}
+
+// TestSLOSeries: GET /v1/slo/series answers what the read models say
+// (projections tests compare that with the ledger), with the objective
+// of the policy, and refuses bad windows and steps naming them.
+func TestSLOSeries(t *testing.T) {
+	h := newDBHarness(t, func(_ *Config, d *Deps) {
+		d.ReadModels = d.ReadModels.(*projections.DB).WithObjectives(map[string]float64{"caption_suggestion": 0.95})
+	})
+	h.submit("s1", "caption_suggestion", "a")
+	h.submit("s2", "caption_suggestion", "b")
+	h.now = t0.Add(10 * time.Second)
+	h.escalate("s2", domain.ReasonAttemptsExhausted)
+	h.catchUp()
+	h.now = t0.Add(7 * time.Minute)
+
+	rec := h.do("GET", "/v1/slo/series?window=30m&step=5m&content_class=caption_suggestion", auditorToken, "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	var got projections.Series
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want, err := h.srv.deps.ReadModels.SLOSeries(context.Background(), 30*time.Minute, 5*time.Minute, "caption_suggestion", h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := json.Marshal(want)
+	gotJSON, _ := json.Marshal(got)
+	if string(gotJSON) != string(wantJSON) {
+		t.Fatalf("series\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+	if got.Objective != 0.95 || got.StepSeconds != 300 || len(got.Points) != 7 {
+		t.Fatalf("objective %v, step %d s, %d points", got.Objective, got.StepSeconds, len(got.Points))
+	}
+	var total, escalated, depth int64
+	for _, p := range got.Points {
+		total, escalated = total+p.Total, escalated+p.Escalated
+		depth = p.ManualQueue.Depth
+	}
+	if total != 2 || escalated != 1 || depth != 1 {
+		t.Errorf("series totals %d, escalated %d, queue at the end %d; want 2, 1, 1: %s", total, escalated, depth, rec.Body)
+	}
+	top := keys(t, rec.Body.Bytes())
+	wantKeys(t, top, "content_class", "from", "to", "step_seconds", "objective", "points")
+
+	// Without a step, the default window and step keep to 300 points.
+	rec = h.do("GET", "/v1/slo/series", moderatorToken, "")
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusOK || err != nil || got.StepSeconds != 300 || len(got.Points) != 289 {
+		t.Fatalf("defaults: %d, step %d s, %d points", rec.Code, got.StepSeconds, len(got.Points))
+	}
+	for _, q := range []string{"window=7d&step=1h", "window=1h&step=1m", "window=30d&step=1d", "window=90s"} {
+		if rec := h.do("GET", "/v1/slo/series?"+q, moderatorToken, ""); rec.Code != http.StatusOK {
+			t.Errorf("%q: %d %s", q, rec.Code, rec.Body)
+		}
+	}
+	for q, field := range map[string]string{
+		"step=30s": "step", "step=90s": "step", "step=soon": "step", "step=0d": "step",
+		"window=2d&step=1m": "step", "window=-1h": "window",
+	} {
+		wantProblem(t, h.do("GET", "/v1/slo/series?"+q, auditorToken, ""), http.StatusBadRequest, "invalid-request", field)
+	}
+	wantProblem(t, h.do("GET", "/v1/slo/series?content_class=podcast", auditorToken, ""), http.StatusUnprocessableEntity, "unknown-class", "content_class")
+}
+
+// TestSLOAttempts: GET /v1/slo/attempts is the attempt service-time
+// distribution per class.
+func TestSLOAttempts(t *testing.T) {
+	h := newDBHarness(t)
+	h.submit("s1", "caption_suggestion", "a")
+	h.now = t0.Add(10 * time.Second)
+	h.escalate("s1", domain.ReasonAttemptsExhausted)
+	h.catchUp()
+	rec := h.do("GET", "/v1/slo/attempts?window=1h", auditorToken, "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	wantKeys(t, keys(t, rec.Body.Bytes()), "from", "to", "classes")
+	var body attemptsView
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	want, err := h.db.AttemptServiceTimes(context.Background(), "", time.Hour, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := fmt.Sprint(body.Classes), fmt.Sprint(want); g != w {
+		t.Errorf("classes %s, want %s", g, w)
+	}
+	wantProblem(t, h.do("GET", "/v1/slo/attempts?window=0s", auditorToken, ""), http.StatusBadRequest, "invalid-request", "window")
 }
 
 func TestReadModelsMissing(t *testing.T) {

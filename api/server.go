@@ -102,6 +102,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))
 	e.POST("/v1/manual-queue/:id/claim", s.claim, s.require(RoleModerator))
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
+	e.GET("/v1/slo/series", s.sloSeries, s.require(RoleAuditor, RoleModerator))
+	e.GET("/v1/slo/attempts", s.sloAttempts, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/me", s.me, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 	e.GET("/v1/admin/deliveries", s.listDeliveries, s.require(RoleAdmin))
 	e.POST("/v1/admin/deliveries/:id/redeliver", s.redeliver, s.require(RoleAdmin))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // DefaultSLOWindow is the window of GET /v1/slo without one.
@@ -54,4 +56,98 @@ func (s *Server) slo(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, sum)
+}
+
+// DefaultSeriesWindow is the window of GET /v1/slo/series without one.
+const DefaultSeriesWindow = 24 * time.Hour
+
+// seriesSteps are the steps GET /v1/slo/series picks from when none is
+// given: the shortest that keeps a window to at most 300 points.
+var seriesSteps = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
+	3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
+// parseStep accepts whole minutes as a Go duration ("5m", "1h") or whole
+// days ("1d"); without one, it picks from seriesSteps.
+func parseStep(q string, window time.Duration) (time.Duration, error) {
+	if q == "" {
+		for _, st := range seriesSteps {
+			if window/st <= 300 {
+				return st, nil
+			}
+		}
+		return seriesSteps[len(seriesSteps)-1], nil
+	}
+	bad := fieldError("step", fmt.Sprintf("must be a whole number of minutes such as 5m, 1h or 1d, got %q", q))
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 366 {
+			return 0, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(q)
+	if err != nil || d < time.Minute || d%time.Minute != 0 {
+		return 0, bad
+	}
+	return d, nil
+}
+
+// sloSeries is GET /v1/slo/series: the SLO figures of a window step by
+// step, from the read models.
+func (s *Server) sloSeries(c echo.Context) error {
+	window := DefaultSeriesWindow
+	if q := c.QueryParam("window"); q != "" {
+		var err error
+		if window, err = parseWindow(q); err != nil {
+			return err
+		}
+	}
+	step, err := parseStep(c.QueryParam("step"), window)
+	if err != nil {
+		return err
+	}
+	class, err := s.classParam(c)
+	if err != nil {
+		return err
+	}
+	if s.deps.ReadModels == nil {
+		return fmt.Errorf("slo series: no read models configured: %w", ErrNotReady)
+	}
+	series, err := s.deps.ReadModels.SLOSeries(c.Request().Context(), window, step, class, s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, series)
+}
+
+// attemptsView is the body of GET /v1/slo/attempts.
+type attemptsView struct {
+	From    time.Time                  `json:"from"`
+	To      time.Time                  `json:"to"`
+	Classes []projections.ServiceTimes `json:"classes"`
+}
+
+// sloAttempts is GET /v1/slo/attempts: each class's attempt service-time
+// distribution over a window (what capacity --from-db plans from).
+func (s *Server) sloAttempts(c echo.Context) error {
+	window := DefaultSeriesWindow
+	if q := c.QueryParam("window"); q != "" {
+		var err error
+		if window, err = parseWindow(q); err != nil {
+			return err
+		}
+	}
+	class, err := s.classParam(c)
+	if err != nil {
+		return err
+	}
+	if s.deps.ReadModels == nil {
+		return fmt.Errorf("slo attempts: no read models configured: %w", ErrNotReady)
+	}
+	now := s.cfg.Now()
+	times, err := s.deps.ReadModels.AttemptServiceTimes(c.Request().Context(), class, window, now)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, attemptsView{From: now.Add(-window).UTC().Truncate(time.Minute), To: now, Classes: times})
 }

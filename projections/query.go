@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,10 +31,51 @@ const MaxLimit = 1000
 // not a ledger event: moderator claims. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	// objectives are the classes' SLO objectives; a class not in it has
+	// domain.DefaultObjective.
+	objectives map[string]float64
 }
 
 // NewDB returns a DB on pool, which must hold the migrated schema.
 func NewDB(pool *pgxpool.Pool) *DB { return &DB{pool: pool} }
+
+// WithObjectives returns a DB judging error budgets by the objectives
+// given per class (domain.ClassPolicy.SLOObjective); classes not named
+// have domain.DefaultObjective.
+func (db *DB) WithObjectives(objectives map[string]float64) *DB {
+	c := *db
+	c.objectives = maps.Clone(objectives)
+	return &c
+}
+
+// Objectives returns the objectives of a policy's classes, for
+// WithObjectives.
+func Objectives(p domain.Policy) map[string]float64 {
+	out := make(map[string]float64, len(p.Classes))
+	for name, c := range p.Classes {
+		out[name] = c.SLOObjective()
+	}
+	return out
+}
+
+func (db *DB) objective(class string) float64 {
+	if o, ok := db.objectives[class]; ok {
+		return o
+	}
+	return domain.DefaultObjective
+}
+
+// classes returns the classes of the objectives and those seen, sorted.
+func (db *DB) classes(seen []string) []string {
+	out := slices.Collect(maps.Keys(db.objectives))
+	for _, c := range seen {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 func invalid(field, format string, args ...any) error {
 	return &domain.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidQuery}

@@ -22,10 +22,11 @@ type sloProjection struct{}
 func (sloProjection) name() string { return SLO }
 
 // version 2: slo_conflict is counted from the ledger's conflict events
-// (version 1 left it to direct writes).
-func (sloProjection) version() int { return 2 }
+// (version 1 left it to direct writes). version 3: slo_queue records when
+// reviews entered and left the manual queue.
+func (sloProjection) version() int { return 3 }
 func (sloProjection) tables() []string {
-	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict"}
+	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict", "slo_queue"}
 }
 
 // uses: what opens, counts or ends a review's SLO figures. AttemptStarted
@@ -82,8 +83,17 @@ type sloDelta struct {
 	latency   map[bucketKey]int64
 	attempts  map[bucketKey]int64
 	conflicts map[minuteKey]int64
+	// queued are the reviews that entered the manual queue, left those a
+	// moderator decided (after they entered, in the same batch or before).
+	queued []queueEntry
+	left   map[string]time.Time
 	// sli collects the batch's Prometheus observations; nil in a rebuild.
 	sli *sliBatch
+}
+
+type queueEntry struct {
+	reviewID, class string
+	at              time.Time
 }
 
 func (d *sloDelta) minute(class string, t time.Time) *minuteCounts {
@@ -102,7 +112,7 @@ func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events 
 		return err
 	}
 	delta := &sloDelta{minutes: map[minuteKey]*minuteCounts{}, latency: map[bucketKey]int64{}, attempts: map[bucketKey]int64{},
-		conflicts: map[minuteKey]int64{}, sli: sliFrom(ctx)}
+		conflicts: map[minuteKey]int64{}, left: map[string]time.Time{}, sli: sliFrom(ctx)}
 	var order []string
 	for _, e := range events {
 		if c, ok := e.data.(domain.ConflictingCompletionRecorded); ok {
@@ -119,7 +129,7 @@ func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events 
 			s = &sloState{}
 			states[e.reviewID] = s
 		}
-		if applySLO(s, e, delta) && !s.changed {
+		if applySLO(s, e.reviewID, e, delta) && !s.changed {
 			s.changed = true
 			order = append(order, e.reviewID)
 		}
@@ -129,7 +139,7 @@ func (p sloProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events 
 
 // applySLO counts e into delta and moves s forward; it reports whether s
 // changed.
-func applySLO(s *sloState, e event, delta *sloDelta) bool {
+func applySLO(s *sloState, reviewID string, e event, delta *sloDelta) bool {
 	o := s.open
 	if d, ok := e.data.(domain.Submitted); ok {
 		if o != nil {
@@ -190,9 +200,12 @@ func applySLO(s *sloState, e event, delta *sloDelta) bool {
 		outcome(d.At, kind)
 		if d.State != domain.StateManualReview {
 			s.open = nil
+		} else {
+			delta.queued = append(delta.queued, queueEntry{reviewID: reviewID, class: o.class, at: d.At})
 		}
 	case domain.ManualDecisionRecorded:
 		complete(d.At)
+		delta.left[reviewID] = d.At
 		s.open = nil
 	default:
 		return false
@@ -300,6 +313,7 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 			ON CONFLICT (content_class, minute) DO UPDATE SET n = c.n + EXCLUDED.n`,
 			cls, mins, ns)
 	}
+	queueRows(batch, t, delta)
 	if batch.Len() == 0 {
 		return nil
 	}
@@ -315,4 +329,31 @@ func bucketColumns(m map[bucketKey]int64) (classes []string, minutes []time.Time
 		buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
 	}
 	return
+}
+
+// queueRows queues the writes of slo_queue: entries first, so that a
+// review entering and leaving in one batch is written whole.
+func queueRows(batch *pgx.Batch, t tableSet, delta *sloDelta) {
+	if len(delta.queued) > 0 {
+		var (
+			ids, cls []string
+			ats      []time.Time
+		)
+		for _, q := range delta.queued {
+			ids, cls, ats = append(ids, q.reviewID), append(cls, q.class), append(ats, q.at)
+		}
+		batch.Queue(`INSERT INTO `+t.name("slo_queue")+` (review_id, content_class, entered_at)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ON CONFLICT (review_id) DO NOTHING`, ids, cls, ats)
+	}
+	if len(delta.left) > 0 {
+		var (
+			ids []string
+			ats []time.Time
+		)
+		for id, at := range delta.left {
+			ids, ats = append(ids, id), append(ats, at)
+		}
+		batch.Queue(`UPDATE `+t.name("slo_queue")+` q SET left_at = l.at
+			FROM unnest($1::text[], $2::timestamptz[]) AS l(id, at) WHERE q.review_id = l.id`, ids, ats)
+	}
 }

@@ -35,4 +35,18 @@ func TestAttemptClassificationsCountAsFailures(t *testing.T) {
 	if len(got) != 1 || got[0].Attempts != 3 || got[0].Failures != 2 || got[0].Timeouts != 1 {
 		t.Fatalf("service times: %+v, want 3 attempts: 2 failures, 1 timeout", got)
 	}
+	// The distribution: the two failures took 2 s and 1 s, the timeout 10 s.
+	var fails, timeouts int64
+	for _, b := range got[0].Buckets {
+		fails, timeouts = fails+b.Failures, timeouts+b.Timeouts
+		if b.ToMS == nil || b.FromMS >= *b.ToMS {
+			t.Errorf("bucket %+v has no bounds", b)
+		}
+		if b.Timeouts == 1 && !(b.FromMS < 10000 && *b.ToMS >= 10000) {
+			t.Errorf("the 10 s timeout is in (%v, %v] ms", b.FromMS, *b.ToMS)
+		}
+	}
+	if fails != 2 || timeouts != 1 || len(got[0].Buckets) != 3 {
+		t.Errorf("buckets %+v, want 3 holding 2 failures and 1 timeout", got[0].Buckets)
+	}
 }

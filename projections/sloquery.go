@@ -3,6 +3,9 @@ package projections
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,17 +14,25 @@ import (
 // SLOSummary is the body of GET /v1/slo (DESIGN 5.2), extended with the
 // window it covers.
 type SLOSummary struct {
-	Total                  int64         `json:"total"`
-	CompletedWithinBudget  int64         `json:"completed_within_budget"`
-	WithinBudgetRatio      float64       `json:"within_budget_ratio"`
-	Escalated              int64         `json:"escalated"`
-	ConflictingCompletions int64         `json:"conflicting_completions"`
-	LatencyMS              Percentiles   `json:"latency_ms"`
-	ManualQueue            QueueStats    `json:"manual_queue"`
-	ContentClass           string        `json:"content_class,omitempty"`
-	From                   time.Time     `json:"from"`
-	To                     time.Time     `json:"to"`
-	Window                 time.Duration `json:"-"`
+	Total                  int64       `json:"total"`
+	CompletedWithinBudget  int64       `json:"completed_within_budget"`
+	WithinBudgetRatio      float64     `json:"within_budget_ratio"`
+	Escalated              int64       `json:"escalated"`
+	ConflictingCompletions int64       `json:"conflicting_completions"`
+	LatencyMS              Percentiles `json:"latency_ms"`
+	ManualQueue            QueueStats  `json:"manual_queue"`
+	// Objective is the class's objective, or for every class the
+	// objectives combined (weighted by the reviews concluded in the
+	// window); ErrorBudget what the window's reviews used of it, and
+	// BurnRate the window's error ratio over the error budget (equal to
+	// ErrorBudget.SpentRatio).
+	Objective    float64       `json:"objective"`
+	ErrorBudget  ErrorBudget   `json:"error_budget"`
+	BurnRate     float64       `json:"burn_rate"`
+	ContentClass string        `json:"content_class,omitempty"`
+	From         time.Time     `json:"from"`
+	To           time.Time     `json:"to"`
+	Window       time.Duration `json:"-"`
 }
 
 // Percentiles are estimates from a log-spaced histogram, in milliseconds;
@@ -68,11 +79,42 @@ func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now t
 	out := SLOSummary{ContentClass: class, From: from, To: now, Window: window}
 	var hist histogram
 	var oldest *time.Time
+	tallies := map[string]*classTally{}
+	tally := func(c string) *classTally {
+		t := tallies[c]
+		if t == nil {
+			t = &classTally{}
+			tallies[c] = t
+		}
+		return t
+	}
 	err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT coalesce(sum(submitted), 0), coalesce(sum(completed_within_budget), 0), coalesce(sum(escalated), 0)
-			FROM slo_minute WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)`, from, now, class).
-			Scan(&out.Total, &out.CompletedWithinBudget, &out.Escalated)
+		rows, err := tx.Query(ctx, `SELECT content_class, sum(submitted), sum(completed_within_budget), sum(escalated)
+			FROM slo_minute WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY content_class`, from, now, class)
 		if err != nil {
+			return err
+		}
+		var (
+			c       string
+			a, b, d int64
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&c, &a, &b, &d}, func() error {
+			t := tally(c)
+			t.submitted, t.completed, t.escalated = a, b, d
+			out.Total, out.CompletedWithinBudget, out.Escalated = out.Total+a, out.CompletedWithinBudget+b, out.Escalated+d
+			return nil
+		}); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT content_class, sum(n) FROM slo_latency
+			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY content_class`, from, now, class)
+		if err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&c, &a}, func() error {
+			tally(c).concluded = a
+			return nil
+		}); err != nil {
 			return err
 		}
 		err = tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM slo_conflict
@@ -97,6 +139,13 @@ func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now t
 	out.LatencyMS = Percentiles{P50: hist.quantile(0.50), P90: hist.quantile(0.90), P99: hist.quantile(0.99)}
 	if oldest != nil {
 		out.ManualQueue.OldestAgeSeconds = seconds(now.Sub(*oldest))
+	}
+	out.ErrorBudget = budget(tallies, db.objective)
+	out.BurnRate = out.ErrorBudget.SpentRatio
+	if class != "" {
+		out.Objective = db.objective(class)
+	} else {
+		out.Objective = combinedObjective(out.ErrorBudget, db.classes(slices.Collect(maps.Keys(tallies))), db.objective)
 	}
 	return out, nil
 }
@@ -137,6 +186,32 @@ type ServiceTimes struct {
 	FindingMS Percentiles `json:"finding_ms"`
 	// AttemptMS are percentiles over every ended attempt.
 	AttemptMS Percentiles `json:"attempt_ms"`
+	// Buckets is the distribution behind the percentiles: the attempts
+	// per histogram bucket and outcome, empty buckets left out, shortest
+	// first.
+	Buckets []AttemptBucket `json:"buckets"`
+}
+
+// AttemptBucket counts the attempts whose duration was in (FromMS, ToMS]
+// milliseconds; ToMS is null for the last bucket, which has no bound.
+type AttemptBucket struct {
+	FromMS   float64  `json:"from_ms"`
+	ToMS     *float64 `json:"to_ms"`
+	Findings int64    `json:"findings"`
+	Timeouts int64    `json:"timeouts"`
+	Failures int64    `json:"failures"`
+}
+
+// bucketBounds returns the bounds of histogram bucket b in milliseconds;
+// to is nil for the last.
+func bucketBounds(b int) (from float64, to *float64) {
+	switch {
+	case b <= 0:
+		return 0, ptr(1.0)
+	case b >= numBuckets-1:
+		return math.Exp2(float64(numBuckets-2) / bucketsPerDoubling), nil
+	}
+	return math.Exp2(float64(b-1) / bucketsPerDoubling), ptr(math.Exp2(float64(b) / bucketsPerDoubling))
 }
 
 // AttemptServiceTimes returns, per class (only class when not empty), the
@@ -154,8 +229,8 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 		return nil, fmt.Errorf("attempt service times: %w", err)
 	}
 	type acc struct {
-		st           ServiceTimes
-		found, ended histogram
+		st                        ServiceTimes
+		found, ended, late, fails histogram
 	}
 	var (
 		order     []*acc
@@ -182,8 +257,10 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 			a.found[b] += n
 		case outcomeTimeout:
 			a.st.Timeouts += n
+			a.late[b] += n
 		default:
 			a.st.Failures += n
+			a.fails[b] += n
 		}
 		return nil
 	})
@@ -198,7 +275,23 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 		}
 		st.FindingMS = Percentiles{P50: a.found.quantile(0.5), P90: a.found.quantile(0.9), P99: a.found.quantile(0.99)}
 		st.AttemptMS = Percentiles{P50: a.ended.quantile(0.5), P90: a.ended.quantile(0.9), P99: a.ended.quantile(0.99)}
+		st.Buckets = []AttemptBucket{}
+		for b, n := range a.ended {
+			if n == 0 {
+				continue
+			}
+			from, to := bucketBounds(b)
+			st.Buckets = append(st.Buckets, AttemptBucket{FromMS: math.Round(from*1000) / 1000, ToMS: roundMS(to),
+				Findings: a.found[b], Timeouts: a.late[b], Failures: a.fails[b]})
+		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+func roundMS(ms *float64) *float64 {
+	if ms == nil {
+		return nil
+	}
+	return ptr(math.Round(*ms*1000) / 1000)
 }

@@ -102,7 +102,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer closeStore()
-	readModels := projections.NewDB(pool)
+	readModels := projections.NewDB(pool).WithObjectives(projections.Objectives(cfg.Policy))
 
 	c.Engine.StopTimeout = c.StopTimeout
 	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, pool, store, reg, log)

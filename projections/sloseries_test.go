@@ -1,0 +1,288 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/projections/internal/workload"
+)
+
+// recomputed are a series' points worked out from the ledger's events
+// directly, without the read models: what each step should say.
+func recomputed(t *testing.T, e *env, from time.Time, step time.Duration, n int, class string, now time.Time, objective func(string) float64) []SeriesPoint {
+	t.Helper()
+	type review struct {
+		class                       string
+		submitted, deadline         time.Time
+		outcome, entered, left      *time.Time
+		completed, escalated, ended bool
+	}
+	reviews := map[string]*review{}
+	var order []string
+	pts := make([]SeriesPoint, n)
+	for i := range pts {
+		pts[i].From, pts[i].To = from.Add(time.Duration(i)*step), from.Add(time.Duration(i+1)*step)
+	}
+	index := func(at time.Time) int {
+		at = at.UTC().Truncate(time.Minute) // the read models keep minutes
+		if at.Before(from) {
+			return -1
+		}
+		return int(at.Sub(from) / step)
+	}
+	pos := eventstore.Position{}
+	for {
+		recs, err := e.store.ReadAll(context.Background(), pos, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		pos = recs[len(recs)-1].Position
+		for _, rec := range recs {
+			ev, err := domain.DecodeEvent(rec.Type, rec.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, ok := ev.(domain.ConflictingCompletionRecorded); ok {
+				if i := index(c.At); (class == "" || c.ContentClass == class) && i >= 0 && i < n {
+					pts[i].ConflictingCompletions++
+				}
+				continue
+			}
+			id := strings.TrimPrefix(rec.Stream, "review-")
+			r := reviews[id]
+			switch ev := ev.(type) {
+			case domain.Submitted:
+				reviews[id] = &review{class: ev.ContentClass, submitted: ev.SubmittedAt, deadline: ev.Deadline}
+				order = append(order, id)
+			case domain.FindingReceived:
+				if r.outcome == nil {
+					r.outcome = ptr(ev.ReceivedAt)
+				}
+				if !ev.ReceivedAt.After(r.deadline) {
+					r.completed = true
+				}
+			case domain.Escalated:
+				r.escalated = true
+				if r.outcome == nil {
+					r.outcome = ptr(ev.At)
+				}
+				if ev.State == domain.StateManualReview {
+					r.entered = ptr(ev.At)
+				}
+			case domain.ManualDecisionRecorded:
+				if !ev.At.After(r.deadline) {
+					r.completed = true
+				}
+				r.left = ptr(ev.At)
+			}
+		}
+	}
+	tallies := make([]map[string]*classTally, n)
+	windowTally := map[string]*classTally{}
+	hists := make([]histogram, n)
+	for i := range tallies {
+		tallies[i] = map[string]*classTally{}
+	}
+	for _, id := range order {
+		r := reviews[id]
+		if class != "" && r.class != class {
+			continue
+		}
+		for i := range pts {
+			end := pts[i].To
+			if end.After(now) {
+				end = now
+			}
+			if r.entered != nil && !r.entered.After(end) && (r.left == nil || r.left.After(end)) {
+				q := &pts[i].ManualQueue
+				q.Depth++
+				q.OldestAgeSeconds = max(q.OldestAgeSeconds, seconds(end.Sub(*r.entered)))
+			}
+		}
+		i := index(r.submitted)
+		if i < 0 || i >= n {
+			continue
+		}
+		for _, m := range []map[string]*classTally{tallies[i], windowTally} {
+			if m[r.class] == nil {
+				m[r.class] = &classTally{}
+			}
+			c := m[r.class]
+			c.submitted++
+			if r.completed {
+				c.completed++
+			}
+			if r.escalated {
+				c.escalated++
+			}
+			if r.outcome != nil {
+				c.concluded++
+			}
+		}
+		if r.outcome != nil {
+			hists[i][bucketOf(ms(r.outcome.Sub(r.submitted)))]++
+		}
+	}
+	running := map[string]*classTally{}
+	for i := range pts {
+		p := &pts[i]
+		for c, x := range tallies[i] {
+			p.Total += x.submitted
+			p.CompletedWithinBudget += x.completed
+			p.Escalated += x.escalated
+			if running[c] == nil {
+				running[c] = &classTally{}
+			}
+			r := running[c]
+			r.submitted, r.completed, r.concluded = r.submitted+x.submitted, r.completed+x.completed, r.concluded+x.concluded
+		}
+		if p.Total > 0 {
+			p.WithinBudgetRatio = ptr(float64(p.CompletedWithinBudget) / float64(p.Total))
+		}
+		var allowed float64
+		for c, x := range tallies[i] {
+			p.Concluded += x.concluded
+			p.Missed += x.concluded - x.completed
+			allowed += (1 - objective(c)) * float64(x.concluded)
+		}
+		if allowed > 0 {
+			p.BurnRate = ptr(float64(p.Missed) / allowed)
+		}
+		var missed int64
+		allowed = 0
+		for c, x := range running {
+			missed += x.concluded - x.completed
+			allowed += (1 - objective(c)) * float64(x.concluded)
+		}
+		p.ErrorBudgetRemaining = 1
+		if allowed > 0 {
+			p.ErrorBudgetRemaining = 1 - float64(missed)/allowed
+		}
+		p.LatencyMS = Percentiles{P50: hists[i].quantile(0.5), P90: hists[i].quantile(0.9), P99: hists[i].quantile(0.99)}
+	}
+	return pts
+}
+
+// TestSeriesEqualsRecomputation checks every step of the series against
+// the same figures worked out from the ledger's events, for a random
+// workload spread over an hour (reviews queued and decided, conflicts,
+// every outcome), for every class and one, at two steps.
+func TestSeriesEqualsRecomputation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.workload(t, workload.Config{Reviews: 900, Writers: 3, Seed: 11, Start: t0, Spacing: 12 * time.Second})
+	if err := e.runner(t, nil).CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	objectives := map[string]float64{"caption_suggestion": 0.9, "publishing_rule": 0.8}
+	db := e.db.WithObjectives(objectives)
+	objective := func(c string) float64 {
+		if o, ok := objectives[c]; ok {
+			return o
+		}
+		return domain.DefaultObjective
+	}
+	now := t0.Add(70*time.Minute + 17*time.Second)
+	for _, tc := range []struct {
+		name         string
+		window, step time.Duration
+		class        string
+	}{
+		{"every class, 5m steps", 2 * time.Hour, 5 * time.Minute, ""},
+		{"one class, 1m steps", 90 * time.Minute, time.Minute, "caption_suggestion"},
+		{"a class with the default objective, 15m steps", 3 * time.Hour, 15 * time.Minute, "transcript_import"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := db.SLOSeries(ctx, tc.window, tc.step, tc.class, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.From.After(now.Add(-tc.window)) || !got.To.After(now) || got.To.Sub(got.From) != time.Duration(len(got.Points))*tc.step {
+				t.Fatalf("series covers %s to %s in %d points of %s, for a window of %s ending %s", got.From, got.To, len(got.Points), tc.step, tc.window, now)
+			}
+			want := recomputed(t, e, got.From, tc.step, len(got.Points), tc.class, now, objective)
+			var total int64
+			for i := range want {
+				total += want[i].Total
+				// Sums over classes are in no fixed order: compare to 1e-9.
+				g, _ := json.Marshal(rounded(got.Points[i]))
+				w, _ := json.Marshal(rounded(want[i]))
+				if string(g) != string(w) {
+					t.Errorf("point %d (%s):\n got %s\nwant %s", i, want[i].From.Format(time.TimeOnly), g, w)
+				}
+			}
+			if total == 0 {
+				t.Fatal("the workload left no reviews in the window: the comparison proves nothing")
+			}
+			if tc.class != "" && got.Objective != objective(tc.class) {
+				t.Errorf("objective %v, want %v", got.Objective, objective(tc.class))
+			}
+		})
+	}
+
+	t.Run("the summary's error budget agrees with the series", func(t *testing.T) {
+		sum, err := db.SLO(ctx, 2*time.Hour, "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		series, err := db.SLOSeries(ctx, 2*time.Hour, time.Minute, "", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var concluded, missed int64
+		for _, p := range series.Points {
+			concluded, missed = concluded+p.Concluded, missed+p.Missed
+		}
+		b := sum.ErrorBudget
+		if b.Concluded != concluded || b.Missed != missed || b.Concluded == 0 || b.Missed == 0 {
+			t.Fatalf("summary %+v; series: %d concluded, %d missed", b, concluded, missed)
+		}
+		last := series.Points[len(series.Points)-1].ErrorBudgetRemaining
+		if diff := b.RemainingRatio - last; diff > 1e-9 || diff < -1e-9 || sum.BurnRate != b.SpentRatio {
+			t.Errorf("summary remaining %v, burn %v; series ends at %v remaining", b.RemainingRatio, sum.BurnRate, last)
+		}
+		if sum.Objective <= 0.8 || sum.Objective >= 0.99 {
+			t.Errorf("combined objective %v, want between the classes' 0.8 and 0.99", sum.Objective)
+		}
+	})
+}
+
+func rounded(p SeriesPoint) SeriesPoint {
+	r := func(f float64) float64 { return math.Round(f*1e9) / 1e9 }
+	p.ErrorBudgetRemaining = r(p.ErrorBudgetRemaining)
+	if p.BurnRate != nil {
+		p.BurnRate = ptr(r(*p.BurnRate))
+	}
+	return p
+}
+
+func TestSeriesRefusesItsArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		window, step time.Duration
+		field        string
+	}{
+		{time.Hour, 30 * time.Second, "step"},
+		{time.Hour, 90 * time.Second, "step"},
+		{48 * time.Hour, time.Minute, "step"}, // 2881 points
+		{0, time.Minute, "window"},
+	} {
+		_, err := e.db.SLOSeries(context.Background(), tc.window, tc.step, "", t0)
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, ErrInvalidQuery) {
+			t.Errorf("window %s step %s: %v, want an invalid %s", tc.window, tc.step, err, tc.field)
+		}
+	}
+}
