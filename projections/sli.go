@@ -30,6 +30,15 @@ import (
 // accepted or rejected (a human gate's manual_review follows it), an
 // escalation as escalated (to the manual queue) or failed_closed (rejected
 // by policy). The list is fixed: label values stay bounded.
+//
+// within_budget is "true" for a complete finding at or before the
+// review's deadline, what the objective asks for, and "false" for
+// anything else: a finding after the deadline and every escalation. So
+// the error ratio is one selector over another:
+// rate(...{within_budget="false"}) / rate(...). A review escalated and
+// then decided by a moderator within its budget counts as completed in
+// the read models (GET /v1/slo) but as a miss here, where it counts when
+// it leaves pending, the moment an alert needs it.
 const (
 	OutcomeAccepted     = "accepted"
 	OutcomeRejected     = "rejected"
@@ -75,7 +84,7 @@ func newSLIMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*sliMetrics, 
 	m := &sliMetrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOutcomes,
-			Help: "Reviews that left pending, by content class, outcome (accepted, rejected: a complete finding; escalated, failed_closed) and whether it came within the review's budget; each review once, from the ledger.",
+			Help: "Reviews that left pending, by content class, outcome (accepted, rejected: a complete finding; escalated, failed_closed) and within_budget (true: a complete finding by the deadline, as the objective asks; false: anything else); each review once, from the ledger.",
 		}, []string{class, "outcome", "within_budget"}),
 		outcomeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricOutcomeDuration,
@@ -122,10 +131,10 @@ func newSLIMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) (*sliMetrics, 
 func (m *sliMetrics) start(classes []string) {
 	for _, c := range classes {
 		for _, o := range Outcomes {
-			for _, within := range []bool{true, false} {
-				m.outcomes.WithLabelValues(c, o, strconv.FormatBool(within))
-			}
+			m.outcomes.WithLabelValues(c, o, "false")
 		}
+		m.outcomes.WithLabelValues(c, OutcomeAccepted, "true")
+		m.outcomes.WithLabelValues(c, OutcomeRejected, "true")
 		m.outcomeDuration.WithLabelValues(c)
 		for _, o := range AttemptOutcomes {
 			m.attemptDuration.WithLabelValues(c, o)
@@ -182,7 +191,8 @@ func (o *sliBatch) outcome(class, outcome string, submittedAt, deadline, at time
 	if o == nil {
 		return
 	}
-	o.outcomes[outcomeKey{class, outcome, !at.After(deadline)}]++
+	finding := outcome == OutcomeAccepted || outcome == OutcomeRejected
+	o.outcomes[outcomeKey{class, outcome, finding && !at.After(deadline)}]++
 	o.outcomeDurations = append(o.outcomeDurations, observation{class: class, seconds: max(0, at.Sub(submittedAt).Seconds())})
 }
 

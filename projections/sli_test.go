@@ -20,9 +20,10 @@ import (
 // reviews prefixed p,
 //
 //	caption_suggestion: 3 accepted in 2 s; 1 rejected after a timeout
-//	  and a transport error (4 s in all); 1 escalated within budget
-//	  (attempts exhausted at 25 s); 1 escalated at its deadline by the
-//	  sweeper (31 s, past the 30 s budget)
+//	  and a transport error (4 s in all); 1 escalated before its
+//	  deadline (attempts exhausted at 25 s); 1 escalated at its
+//	  deadline by the sweeper (31 s, past the 30 s budget); escalations
+//	  are never within budget
 //	publishing_rule: 1 accepted in 3 s (human gate: then to the queue);
 //	  1 failed closed (attempts exhausted at 12 s)
 //	1 conflicting completion, on one of the accepted caption reviews
@@ -71,12 +72,11 @@ func knownOutcomes(t *testing.T, e *env, p string, at time.Time) map[string]int 
 // wantOutcomes are knownOutcomes' series, times n calls.
 func wantOutcomes(n int) map[string]float64 {
 	m := map[string]float64{
-		"caption_suggestion/accepted/true":   3,
-		"caption_suggestion/rejected/true":   1,
-		"caption_suggestion/escalated/true":  1,
-		"caption_suggestion/escalated/false": 1,
-		"publishing_rule/accepted/true":      1,
-		"publishing_rule/failed_closed/true": 1,
+		"caption_suggestion/accepted/true":    3,
+		"caption_suggestion/rejected/true":    1,
+		"caption_suggestion/escalated/false":  2,
+		"publishing_rule/accepted/true":       1,
+		"publishing_rule/failed_closed/false": 1,
 	}
 	for k := range m {
 		m[k] *= float64(n)

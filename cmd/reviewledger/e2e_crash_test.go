@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -253,5 +255,26 @@ func TestE2ETwoProcesses(t *testing.T) {
 		if n := len(prov.seen(id)); n != 1 {
 			t.Errorf("%s: the provider saw %d requests, want 1", id, n)
 		}
+	}
+
+	// The SLIs count each review once, whichever process worked it: the
+	// one running the SLO projection exports them, the other none.
+	eventually(t, "the SLIs to count every review", func() (bool, string) {
+		fams := []map[string]*dto.MetricFamily{scrape(t, procs[0]), scrape(t, procs[1])}
+		good := sumSeries(fams, "reviewledger_review_outcomes_total", map[string]string{"content_class": "e2e_fast", "outcome": "accepted", "within_budget": "true"})
+		all := sumSeries(fams, "reviewledger_review_outcomes_total", map[string]string{"content_class": "e2e_fast"})
+		attempts := sumSeries(fams, "reviewledger_review_attempt_duration_seconds", map[string]string{"content_class": "e2e_fast", "outcome": "finding"})
+		durations := sumSeries(fams, "reviewledger_review_outcome_duration_seconds", map[string]string{"content_class": "e2e_fast"})
+		exporting := 0
+		for _, f := range fams {
+			if f["reviewledger_manual_queue_reviews"] != nil {
+				exporting++
+			}
+		}
+		return good == 10 && all == 10 && attempts == 10 && durations == 10 && exporting == 1,
+			fmt.Sprintf("within budget %v of %v outcomes, %v attempts, %v durations; %d processes export the queue", good, all, attempts, durations, exporting)
+	})
+	for _, p := range procs {
+		checkMetrics(t, p)
 	}
 }

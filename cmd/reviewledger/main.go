@@ -36,6 +36,7 @@ type CLI struct {
 	Replay      ReplayCmd      `cmd:"" help:"Print a review's timeline, the state rebuilt from it and its conflicting completions."`
 	Deliveries  DeliveriesCmd  `cmd:"" help:"List the decision webhooks' failing deliveries, or redeliver them."`
 	Capacity    CapacityCmd    `cmd:"" help:"Estimate the workers a review load needs (Little's law, retries counted)."`
+	Alerts      AlertsCmd      `cmd:"" help:"Print Prometheus rules for the policy's SLOs: error ratios, burn-rate alerts, queue age, retry budget."`
 	Version     VersionCmd     `cmd:"" help:"Print the version and exit."`
 }
 

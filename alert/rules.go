@@ -1,0 +1,260 @@
+// Package alert writes the Prometheus rules that watch reviewledger's
+// service levels, from the policy: recording rules for each class's error
+// ratio over the windows of the multi-window, multi-burn-rate alerts
+// (Google's SRE workbook, "Alerting on SLOs"), the burn-rate alerts
+// themselves with each class's objective, manual-queue age against each
+// class's queue SLA, the provider's retry budget running out, and the SLIs
+// going missing.
+//
+// The rules read the SLIs of package projections, which the process
+// running the SLO projection exports; every expression sums over
+// processes, so it holds whichever process that is.
+package alert
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections"
+)
+
+// Windows are the error-ratio windows recorded, shortest first.
+var Windows = []string{"5m", "30m", "1h", "6h", "3d"}
+
+// Burn is one multi-window burn-rate condition: the error ratio over both
+// windows is at least (or, for a ticket, above) Factor times the class's
+// error budget.
+type Burn struct {
+	Long, Short string
+	Factor      float64
+}
+
+// The burn-rate conditions of the workbook for a 30-day objective: page
+// when 2% of the budget goes in an hour (14.4×) or 5% in six hours (6×);
+// ticket when the budget would be gone before the period ends (above 1×
+// over three days).
+var (
+	PageBurns   = []Burn{{"1h", "5m", 14.4}, {"6h", "30m", 6}}
+	TicketBurns = []Burn{{"3d", "6h", 1}}
+)
+
+// Options tune the rules.
+type Options struct {
+	// Selector is added to every metric selector, such as
+	// job="reviewledger", to read only this service's series.
+	Selector string
+	// QueueFor, RetryFor and AbsentFor are how long the manual-queue,
+	// retry-budget and missing-SLI conditions must hold before alerting.
+	// Defaults 5m, 10m, 10m.
+	QueueFor, RetryFor, AbsentFor time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.QueueFor == 0 {
+		o.QueueFor = 5 * time.Minute
+	}
+	if o.RetryFor == 0 {
+		o.RetryFor = 10 * time.Minute
+	}
+	if o.AbsentFor == 0 {
+		o.AbsentFor = 10 * time.Minute
+	}
+}
+
+// matcher is one label matcher: name, operator, double-quoted value.
+var matcher = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$`)
+
+// Validate checks the selector: label matchers separated by commas.
+func (o Options) Validate() error {
+	if o.Selector == "" {
+		return nil
+	}
+	for _, m := range strings.Split(o.Selector, ",") {
+		if !matcher.MatchString(m) {
+			return fmt.Errorf("selector: %q is not a label matcher such as job=\"reviewledger\"", strings.TrimSpace(m))
+		}
+	}
+	return nil
+}
+
+// File is a Prometheus rule file.
+type File struct {
+	Groups []Group `yaml:"groups"`
+}
+
+// Group is a rule group.
+type Group struct {
+	Name     string `yaml:"name"`
+	Interval string `yaml:"interval,omitempty"`
+	Rules    []Rule `yaml:"rules"`
+}
+
+// Rule is a recording or an alerting rule.
+type Rule struct {
+	Record      string            `yaml:"record,omitempty"`
+	Alert       string            `yaml:"alert,omitempty"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+// Recording rule and alert names.
+const (
+	AlertBurn        = "ReviewErrorBudgetBurn"
+	AlertQueueAge    = "ManualQueueOlderThanSLA"
+	AlertRetryBudget = "ProviderRetryBudgetExhausted"
+	AlertSLIAbsent   = "ReviewSLIsMissing"
+)
+
+// ErrorRatio is the name of the recording rule of the error ratio over
+// window.
+func ErrorRatio(window string) string {
+	return "content_class:reviewledger_review_errors:ratio_rate" + window
+}
+
+// Rules returns the rule groups for policy p.
+func Rules(p domain.Policy, opts Options) (File, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return File{}, err
+	}
+	sel := func(matchers ...string) string {
+		if opts.Selector != "" {
+			matchers = append([]string{opts.Selector}, matchers...)
+		}
+		if len(matchers) == 0 {
+			return ""
+		}
+		return "{" + strings.Join(matchers, ",") + "}"
+	}
+	rec := Group{Name: "reviewledger-slo-errors"}
+	for _, w := range Windows {
+		rec.Rules = append(rec.Rules, Rule{
+			Record: ErrorRatio(w),
+			Expr: fmt.Sprintf("sum by (content_class) (rate(%s%s[%s]))\n/\nsum by (content_class) (rate(%s%s[%s]))",
+				projections.MetricOutcomes, sel(`within_budget="false"`), w, projections.MetricOutcomes, sel(), w),
+		})
+	}
+	for _, class := range p.Names() {
+		c := p.Classes[class]
+		rec.Rules = append(rec.Rules, Rule{
+			Record: "content_class:reviewledger_review_objective:ratio",
+			Expr:   fmt.Sprintf("vector(%s)", number(c.SLOObjective())),
+			Labels: map[string]string{"content_class": class},
+		})
+	}
+
+	alerts := Group{Name: "reviewledger-slo-alerts"}
+	for _, class := range p.Names() {
+		c := p.Classes[class]
+		budget := c.ErrorBudget()
+		alerts.Rules = append(alerts.Rules,
+			burnRule(class, "page", ">=", PageBurns, budget, c.SLOObjective()),
+			burnRule(class, "ticket", ">", TicketBurns, budget, c.SLOObjective()))
+	}
+	for _, class := range p.Names() {
+		sla := p.Classes[class].ManualQueueSLA()
+		alerts.Rules = append(alerts.Rules, Rule{
+			Alert:  AlertQueueAge,
+			Expr:   fmt.Sprintf("max by (content_class) (%s%s) > %s", projections.MetricQueueOldest, sel(fmt.Sprintf("content_class=%q", class)), number(sla.Seconds())),
+			For:    promDuration(opts.QueueFor),
+			Labels: map[string]string{"severity": "ticket", "content_class": class},
+			Annotations: map[string]string{
+				"summary":     fmt.Sprintf("A %s review has waited in the manual queue longer than its SLA (%s)", class, promDuration(sla)),
+				"description": "The oldest {{ $labels.content_class }} review has waited {{ $value | humanizeDuration }} for a moderator; the class's queue_sla is " + promDuration(sla) + ".",
+			},
+		})
+	}
+	alerts.Rules = append(alerts.Rules,
+		Rule{
+			Alert:  AlertRetryBudget,
+			Expr:   fmt.Sprintf("sum by (provider) (rate(reviewledger_engine_retry_budget_exhausted_total%s[5m])) > 0", sel()),
+			For:    promDuration(opts.RetryFor),
+			Labels: map[string]string{"severity": "ticket"},
+			Annotations: map[string]string{
+				"summary":     "Retries to the provider are being refused: its retry budget is spent",
+				"description": "{{ $value | humanize }} retries a second to {{ $labels.provider }} were refused over the last 5 minutes; reviews that needed them escalate (retry_budget_exhausted). The provider is failing more attempts than the budget (REVIEWLEDGER_RETRY_BUDGET) allows to retry.",
+			},
+		},
+		Rule{
+			Alert:  AlertSLIAbsent,
+			Expr:   fmt.Sprintf("absent(%s%s)", projections.MetricQueueDepth, sel()),
+			For:    promDuration(opts.AbsentFor),
+			Labels: map[string]string{"severity": "ticket"},
+			Annotations: map[string]string{
+				"summary":     "No process exports the review SLIs: the SLO alerts are blind",
+				"description": "No reviewledger process runs the SLO projection (or none is scraped), so reviews are not counted and no burn-rate alert can fire. Check that a process with the projector role is up and scraped.",
+			},
+		})
+	return File{Groups: []Group{rec, alerts}}, nil
+}
+
+// burnRule is the alert of one severity for class: any of burns holds.
+func burnRule(class, severity, op string, burns []Burn, budget, objective float64) Rule {
+	var conds []string
+	for _, b := range burns {
+		threshold := number(b.Factor * budget)
+		conds = append(conds, fmt.Sprintf("(\n  %s{content_class=%q} %s %s\nand\n  %s{content_class=%q} %s %s\n)",
+			ErrorRatio(b.Long), class, op, threshold, ErrorRatio(b.Short), class, op, threshold))
+	}
+	var what []string
+	for _, b := range burns {
+		what = append(what, fmt.Sprintf("%s× over %s and %s", number(b.Factor), b.Long, b.Short))
+	}
+	return Rule{
+		Alert:  AlertBurn,
+		Expr:   strings.Join(conds, "\nor\n"),
+		Labels: map[string]string{"severity": severity, "content_class": class},
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s reviews are spending their error budget too fast (%s)", class, strings.Join(what, ", or ")),
+			"description": fmt.Sprintf("{{ $value | humanizePercentage }} of %s reviews are missing their budget (no complete finding within it), against an objective of %s (an error budget of %s).",
+				class, number(objective), number(budget)),
+		},
+	}
+}
+
+// number formats f in the fewest digits that give it back, after rounding
+// away the binary noise of arithmetic such as 14.4 × (1 - 0.99).
+func number(f float64) string {
+	if f != 0 {
+		digits := 12 - int(math.Ceil(math.Log10(math.Abs(f))))
+		scale := math.Pow(10, float64(digits))
+		f = math.Round(f*scale) / scale
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// promDuration formats d as a Prometheus duration.
+func promDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// Write writes f as YAML, after a comment saying where it came from.
+func Write(w io.Writer, f File, source string) error {
+	if _, err := fmt.Fprintf(w, "# Prometheus rules generated by `reviewledger alerts` from %s.\n# Load them with rule_files; regenerate after changing the policy.\n", source); err != nil {
+		return err
+	}
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return err
+	}
+	return enc.Close()
+}
