@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultMaxBodyBytes is the largest request body accepted unless
@@ -50,6 +51,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger receives request and error logs. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer makes the spans of moderators' decisions; default the global
+	// otel.GetTracerProvider(). A caller's W3C traceparent is accepted on
+	// every route.
+	Tracer trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // maxNoteLen bounds a moderator's note, in characters.
@@ -58,6 +59,9 @@ func (s *Server) decide(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, span := s.startDecision(ctx, rv)
+	var next *ledger.Snapshot
+	defer func() { endDecision(span, next, err) }()
 	events, err := rv.DecideManually(domain.ManualDecision{
 		Moderator:       principal(c).Name,
 		State:           domain.Decision(d.State),
@@ -67,7 +71,7 @@ func (s *Server) decide(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("decide review %q: %w", id, err)
 	}
-	next, err := s.deps.Ledger.Append(ctx, rv, actor(c), events...)
+	next, err = s.deps.Ledger.Append(ctx, rv, actor(c), events...)
 	if err != nil {
 		return err
 	}

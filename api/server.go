@@ -91,7 +91,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.observe, s.recover)
+	e.Use(s.requestID, s.observe, s.recover, s.traceContext)
 
 	e.POST("/v1/reviews", s.submit, s.require(RoleSubmitter))
 	e.GET("/v1/reviews/:id", s.getReview, s.require(RoleSubmitter, RoleModerator, RoleAuditor))

@@ -38,7 +38,8 @@ func (e *Engine) call(j *job) {
 		cancel(errLeaseLost)
 	}
 	e.metrics.calls.Inc()
-	res := e.cfg.Provider.Call(ctx, provider.Request{
+	cctx, span := e.startAttempt(ctx, j, attempt, timeout)
+	res := e.cfg.Provider.Call(cctx, provider.Request{
 		ReviewID: j.id, Attempt: attempt, ContentClass: snap.Class(), ContentType: snap.ContentType(),
 		Content: j.payload.Content, Timeout: timeout,
 	})
@@ -47,6 +48,7 @@ func (e *Engine) call(j *job) {
 	j.cancelCall = nil
 	e.mu.Unlock()
 	j.answer = answerOf(attempt, res, context.Cause(ctx), e.clock.Now())
+	endAttempt(span, j.answer)
 }
 
 // answerOf is what a call's result means. A finding is kept whenever it

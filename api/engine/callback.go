@@ -127,11 +127,13 @@ func (e *Engine) appliedByCallback(ctx context.Context, reviewID string, attempt
 	return false, nil
 }
 
-func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte) error {
+func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte) (err error) {
 	snap, err := e.ledger.Load(ctx, reviewID)
 	if err != nil {
 		return err
 	}
+	ctx, traced := e.traceCallback(ctx, snap)
+	defer func() { traced(err) }()
 	var cb provider.CallbackBody
 	if err := json.Unmarshal(body, &cb); err != nil {
 		return fmt.Errorf("callback body is not JSON: %w", domain.ErrInvalidFinding)

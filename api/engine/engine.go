@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -72,6 +73,9 @@ type Config struct {
 	Logger  *slog.Logger          // default slog.Default()
 	Metrics prometheus.Registerer // nil: metrics are kept but not registered
 	Clock   Clock                 // default SystemClock
+	// Tracer makes the review's spans (trace.go); default the global
+	// otel.GetTracerProvider(), which records nothing unless set.
+	Tracer trace.TracerProvider
 
 	// Owner names this process in the work records it holds. Default:
 	// host name, process ID and a random suffix.

@@ -115,7 +115,9 @@ func (e *Engine) step(j *job) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	traced := e.traceCommit(ctx, j.snap, p.events, refused)
 	snap, err := e.commit(ctx, j, p)
+	traced(err)
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		e.releaseSlot(j)
 		if j.answer != nil && j.answer.Finding != nil && refused == nil {
@@ -132,6 +134,7 @@ func (e *Engine) step(j *job) (bool, error) {
 		e.conflict(ctx, j.snap.Review, actorEngine, *refused)
 	}
 	e.recorded(p.after, p.events, now, p.actor)
+	e.traceWait(j, p, now)
 	j.snap, j.answer = snap, nil
 	if lost {
 		return false, nil

@@ -42,6 +42,14 @@ func Digest(content []byte) string {
 // domain.ErrUnknownClass for a class not in the policy, domain.ErrReviewExists
 // for the same ID with another class, content type or content.
 func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (*ledger.Snapshot, bool, error) {
+	ctx, span := e.startSubmit(ctx, &req)
+	snap, created, err := e.submit(ctx, req)
+	span.SetAttributes(AttrCreated.Bool(created))
+	e.end(span, err)
+	return snap, created, err
+}
+
+func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapshot, bool, error) {
 	if err := domain.ValidateReviewID(req.ReviewID); err != nil {
 		return nil, false, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
@@ -43,6 +44,9 @@ type EngineConfig struct {
 	SimAsyncRate    float64       `name:"sim-async-rate" env:"REVIEWLEDGER_SIM_ASYNC_RATE" default:"0.1" help:"Simulator: share of attempts answered 202, the finding following by signed callback."`
 	SimLateCallback float64       `name:"sim-late-callback-rate" env:"REVIEWLEDGER_SIM_LATE_CALLBACK_RATE" default:"0.05" help:"Simulator: share of callbacks sent after the attempt's timeout."`
 	SimRejectRate   float64       `name:"sim-reject-rate" env:"REVIEWLEDGER_SIM_REJECT_RATE" default:"0.1" help:"Simulator: share of findings that reject."`
+
+	// Tracer makes the reviews' spans; serve sets it (tracing.go).
+	Tracer trace.TracerProvider `kong:"-"`
 }
 
 // Validate names the first setting at fault.
@@ -132,6 +136,7 @@ func (c EngineConfig) Apply(rc *engine.Config) {
 	rc.RetryBudget = c.RetryBudget
 	rc.RetryBudgetMinRetries = c.RetryBudgetMin
 	rc.PayloadRetention = c.PayloadRetention
+	rc.Tracer = c.Tracer
 }
 
 // Sim returns the simulator settings; the caller sets Deliver and Signer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,9 @@ func (c *ServeCmd) Validate() error {
 	case len(c.Roles) == 0:
 		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of api, worker, projector")
 	}
+	if _, err := tracingEnabled(os.Getenv); err != nil {
+		return err
+	}
 	for _, r := range c.Roles {
 		if r != roleAPI && r != roleWorker && r != roleProjector {
 			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are api, worker, projector)", r)
@@ -104,7 +108,18 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	defer closeStore()
 	readModels := projections.NewDB(pool).WithObjectives(projections.Objectives(cfg.Policy))
 
-	c.Engine.StopTimeout = c.StopTimeout
+	tracer, stopTracing, err := openTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.StopTimeout)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	c.Engine.StopTimeout, c.Engine.Tracer = c.StopTimeout, tracer
 	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, pool, store, reg, log)
 	if err != nil {
 		return err
@@ -131,6 +146,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Classes:         cfg.Policy.Names(),
 		Registry:        reg,
 		Logger:          log,
+		Tracer:          tracer,
 	}, api.Deps{
 		Ledger:     led,
 		Reviews:    eng,

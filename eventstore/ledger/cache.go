@@ -116,7 +116,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 	if len(recs) == 1 {
 		return prev, nil
 	}
-	next := &Snapshot{Review: prev.Review.Clone(), head: prev.head}
+	next := &Snapshot{Review: prev.Review.Clone(), head: prev.head, trace: prev.trace}
 	for _, rec := range recs[1:] {
 		e, err := domain.DecodeEvent(rec.Type, rec.Data)
 		if err != nil {

@@ -65,23 +65,34 @@ func (l *Ledger) Store() eventstore.Store { return l.store }
 // change: appending returns a new one.
 type Snapshot struct {
 	*domain.Review
-	head string
+	head  string
+	trace string
 }
+
+// TraceParent returns the W3C traceparent recorded with the review's
+// Submitted event: the trace the review's spans belong to; "" when none
+// was recorded.
+func (s *Snapshot) TraceParent() string { return s.trace }
 
 // Actor names who or what caused events: a token's name, "engine",
 // "sweeper", "provider".
 type Actor struct {
 	Name      string
 	RequestID string
+	// TraceParent is the W3C traceparent of the operation appending, kept
+	// in the events' metadata (not in their hash: like the request ID it
+	// says where the write came from, not what the review is).
+	TraceParent string
 }
 
 // Metadata is stored with every event.
 type Metadata struct {
-	Schema    int    `json:"schema"`
-	Actor     string `json:"actor,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
-	PrevHash  string `json:"prev_hash"`
-	Hash      string `json:"hash"`
+	Schema      int    `json:"schema"`
+	Actor       string `json:"actor,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
+	TraceParent string `json:"traceparent,omitempty"`
+	PrevHash    string `json:"prev_hash"`
+	Hash        string `json:"hash"`
 }
 
 // ErrNoEffects: an effect was given to a ledger whose committer applies
@@ -148,10 +159,12 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 
 // encode chains events onto snap and returns the snapshot they lead to.
 func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []domain.Event) (*Snapshot, []eventstore.EventData, error) {
-	next := &Snapshot{Review: snap.Review.Clone(), head: snap.head}
+	next := &Snapshot{Review: snap.Review.Clone(), head: snap.head, trace: snap.trace}
 	rev := uint64(0)
 	if snap.Exists() {
 		rev = snap.Version() + 1
+	} else {
+		next.trace = actor.TraceParent
 	}
 	data := make([]eventstore.EventData, len(events))
 	for i, e := range events {
@@ -159,7 +172,7 @@ func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []dom
 		if err != nil {
 			return nil, nil, err
 		}
-		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, PrevHash: next.head}
+		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, TraceParent: actor.TraceParent, PrevHash: next.head}
 		meta.Hash = chainHash(meta.PrevHash, stream, rev, e.EventType(), body, actor.Name)
 		mb, err := json.Marshal(meta)
 		if err != nil {
@@ -241,6 +254,9 @@ func (h *History) Snapshot() (*Snapshot, error) {
 			return nil, fmt.Errorf("review %q: %w", h.ReviewID, err)
 		}
 		rv.head = e.Metadata.Hash
+		if e.Revision == 0 {
+			rv.trace = e.Metadata.TraceParent
+		}
 	}
 	return rv, nil
 }

@@ -191,3 +191,57 @@ func TestLoadKeepsUpWithOtherWriters(t *testing.T) {
 		t.Fatalf("the other ledger loads %v, %v", got, err)
 	}
 }
+
+// The traceparent a review was created with stays its trace: loaded
+// fresh, from the cache after appends by this ledger, or brought up to
+// date after another ledger's appends; later appends' traceparents are
+// kept in their own metadata only.
+func TestTraceParentOfAReview(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	l, other := ledger.New(store), ledger.New(store)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	rv, err := l.Create(ctx, submitted(t, "tp1"), ledger.Actor{Name: "platform", TraceParent: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.TraceParent() != tp {
+		t.Fatalf("created snapshot: %q", rv.TraceParent())
+	}
+	if _, err := l.Load(ctx, "tp1"); err != nil {
+		t.Fatal(err)
+	}
+	start, err := rv.StartAttempt(t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const later = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01"
+	if _, err := other.Append(ctx, mustLoad(t, other, "tp1"), ledger.Actor{Name: "engine", TraceParent: later}, start); err != nil {
+		t.Fatal(err)
+	}
+	for name, lg := range map[string]*ledger.Ledger{"brought up to date": l, "its own append": other, "fresh": ledger.New(store)} {
+		got := mustLoad(t, lg, "tp1")
+		if got.TraceParent() != tp || got.Version() != 1 {
+			t.Errorf("%s: traceparent %q at version %d, want %q at 1", name, got.TraceParent(), got.Version(), tp)
+		}
+	}
+	h, err := l.History(ctx, "tp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Events[0].Metadata.TraceParent != tp || h.Events[1].Metadata.TraceParent != later {
+		t.Errorf("metadata traceparents %q, %q", h.Events[0].Metadata.TraceParent, h.Events[1].Metadata.TraceParent)
+	}
+	if err := h.Verify(); err != nil {
+		t.Errorf("history with traceparents: %v", err)
+	}
+}
+
+func mustLoad(t *testing.T, l *ledger.Ledger, id string) *ledger.Snapshot {
+	t.Helper()
+	s, err := l.Load(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -104,6 +106,9 @@ func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Idempotency-Key", req.ReviewID)
 	hr.Header.Set("X-Review-Attempt", strconv.Itoa(req.Attempt))
+	// The attempt's span, so that the provider's spans join the review's
+	// trace (W3C trace context; nothing when the call is not traced).
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 	// One attempt is one request. net/http resends a request carrying an
 	// Idempotency-Key on a connection that dies before an answer when it
 	// can rewind the body; without GetBody it cannot, so the attempt fails

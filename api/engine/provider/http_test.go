@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -48,6 +50,32 @@ func TestHTTPRequestShape(t *testing.T) {
 		if got.body[k] != v {
 			t.Errorf("body %s = %v, want %v", k, got.body[k], v)
 		}
+	}
+}
+
+// The attempt's trace context goes to the provider as a W3C traceparent;
+// an untraced call sends none.
+func TestHTTPSendsTraceparent(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+		_, _ = w.Write([]byte(`{"review_id":"rev-1","state":"accepted","reasons":[]}`))
+	}))
+	defer srv.Close()
+	p, err := NewHTTP(HTTPConfig{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": parent})
+	p.Call(ctx, Request{ReviewID: "rev-1", Attempt: 1, ContentClass: "c", ContentType: "text/plain", Content: []byte("x")})
+	if h := <-got; h != parent {
+		t.Errorf("traceparent %q, want %q", h, parent)
+	}
+	p.Call(context.Background(), Request{ReviewID: "rev-1", Attempt: 1, ContentClass: "c", ContentType: "text/plain", Content: []byte("x")})
+	if h := <-got; h != "" {
+		t.Errorf("untraced call sent traceparent %q", h)
 	}
 }
 
