@@ -367,6 +367,45 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitHidden("#slo-alerts")
 	})
 
+	run("the dashboard charts the window's history", func(t *testing.T) {
+		p := page.T(t)
+		p.Do("show the last hour of every class",
+			chromedp.SetValue(chromedp.CSS("#slo-window"), "1h"),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById('slo-class').value = ''`),
+			chromedp.Click(chromedp.CSS(`#slo-filter button[type="submit"]`)))
+		p.Viewport(1280, 800)
+		defer p.Do("restore the viewport", chromedp.ResetViewport())
+		p.WaitCharts()
+		// The numbers are text: the objective on its line, the dip in the
+		// ratio's table, the class's distribution summed up.
+		p.WaitText("#chart-ratio", "objective 99.0%")
+		p.WaitText("#chart-ratio table.chart-data", "90%")
+		p.WaitText("#chart-attempts", "63 attempts: 55 findings, 5 timeouts (7.9%), 3 failures")
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#chart-ratio table.chart-data tbody tr').length`); n != 13 {
+			t.Errorf("ratio table has %d rows, want the 13 steps", n)
+		}
+		if tip := uitest.Evaluate[string](p, `document.querySelectorAll('#chart-ratio .hover rect title')[6].textContent`); !strings.Contains(tip, "Within budget: 90%") {
+			t.Errorf("hover text of the seventh step %q", tip)
+		}
+		if got := uitest.Evaluate[string](p, `document.querySelector('#chart-budget svg').getAttribute('aria-label')`); !strings.Contains(got, "burn rate") {
+			t.Errorf("budget chart's accessible name %q", got)
+		}
+		reqs := fake.requestsTo(http.MethodGet, "/v1/slo/series")
+		if len(reqs) == 0 || reqs[len(reqs)-1].Query.Get("window") != "1h" || reqs[len(reqs)-1].Auth != "Bearer "+moderatorToken {
+			t.Errorf("series requests %v", reqs)
+		}
+		p.Screenshot("slo-charts-1280x800")
+		p.Viewport(390, 844)
+		p.WaitCharts()
+		p.Screenshot("slo-charts-phone")
+		// Back to the window and class the next steps read.
+		p.Do("show the last 24 hours of caption_suggestion",
+			chromedp.SetValue(chromedp.CSS("#slo-window"), "24h"),
+			chromedp.SendKeys(chromedp.CSS("#slo-class"), "caption_suggestion"),
+			chromedp.Click(chromedp.CSS(`#slo-filter button[type="submit"]`)))
+		p.WaitText("#slo-total", "28,001")
+	})
+
 	run("a token that stops working returns to sign in", func(t *testing.T) {
 		p := page.T(t)
 		fake.revoke(moderatorToken)

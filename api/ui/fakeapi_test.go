@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // fakeAPI is an in-memory stand-in for the DESIGN 5.2 routes the page uses,
@@ -245,6 +248,8 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/reviews/{id}/content", f.route([]string{"moderator"}, f.contentOf))
 	mux.HandleFunc("POST /v1/reviews/{id}/decision", f.route([]string{"moderator"}, f.decide))
 	mux.HandleFunc("GET /v1/slo", f.route([]string{"auditor", "moderator"}, f.sloSummary))
+	mux.HandleFunc("GET /v1/slo/series", f.route([]string{"auditor", "moderator"}, f.sloSeries))
+	mux.HandleFunc("GET /v1/slo/attempts", f.route([]string{"auditor", "moderator"}, f.sloAttempts))
 	mux.HandleFunc("GET /v1/me", f.route([]string{"submitter", "moderator", "auditor"}, f.me))
 	return mux
 }
@@ -455,6 +460,50 @@ func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrinc
 		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+window, "window")
 	}
 	return http.StatusOK, s
+}
+
+// sloSeries is GET /v1/slo/series: twelve steps over the window, the
+// within-budget ratio dipping in the middle, in the real body's shape.
+func (f *fakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	window, err := time.ParseDuration(r.URL.Query().Get("window"))
+	if err != nil {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
+	}
+	step := window / 12
+	from := f.now().Add(-window).UTC().Truncate(step)
+	out := projections.Series{From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Objective: 0.99}
+	remaining := 1.0
+	for i := range 13 {
+		ratio := 0.995
+		if i == 6 || i == 7 {
+			ratio = 0.9
+		}
+		total := int64(100 + 10*i)
+		within := int64(math.Round(ratio * float64(total)))
+		missed := total - within
+		burn := float64(missed) / (0.01 * float64(total))
+		remaining -= float64(missed) / (0.01 * 1500)
+		out.Points = append(out.Points, projections.SeriesPoint{
+			From: from.Add(time.Duration(i) * step), To: from.Add(time.Duration(i+1) * step),
+			Total: total, CompletedWithinBudget: within, WithinBudgetRatio: &ratio, Escalated: missed,
+			Concluded: total, Missed: missed, BurnRate: &burn, ErrorBudgetRemaining: remaining,
+			LatencyMS:   projections.Percentiles{P50: 400 + float64(10*i), P90: 1800, P99: 4200 + float64(100*i)},
+			ManualQueue: projections.QueueStats{Depth: int64(i % 4), OldestAgeSeconds: float64(60 * (i % 4))},
+		})
+	}
+	return http.StatusOK, out
+}
+
+// sloAttempts is GET /v1/slo/attempts: one class's distribution.
+func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	b := func(from, to float64, findings, timeouts, failures int64) projections.AttemptBucket {
+		return projections.AttemptBucket{FromMS: from, ToMS: &to, Findings: findings, Timeouts: timeouts, Failures: failures}
+	}
+	return http.StatusOK, map[string]any{"from": f.now().Add(-time.Hour), "to": f.now(), "classes": []projections.ServiceTimes{{
+		ContentClass: "caption_suggestion", Attempts: 63, Findings: 55, Timeouts: 5, Failures: 3, TimeoutRate: 5.0 / 63,
+		FindingMS: projections.Percentiles{P50: 420, P90: 1900, P99: 3800}, AttemptMS: projections.Percentiles{P50: 450, P90: 2500, P99: 10000},
+		Buckets: []projections.AttemptBucket{b(256, 304.4, 10, 0, 1), b(362, 430.5, 30, 0, 2), b(1722, 2048, 15, 0, 0), b(9741, 11585, 0, 5, 0)},
+	}}}
 }
 
 // me is GET /v1/me, the extension of DESIGN 5.2 the page signs in with.

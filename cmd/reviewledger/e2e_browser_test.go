@@ -15,6 +15,15 @@ import (
 // when Chromium is missing and CI is unset.
 func testBrowser(t *testing.T, srv *e2eServer) {
 	uitest.Chromium(t)
+	// A workload for the dashboard's charts: accepted at once, accepted
+	// after a timed-out attempt (a timeout, a backoff, a finding), and
+	// rejected after a 503.
+	for id, steps := range map[string][]step{
+		"e2e-charts-ok": {accept()}, "e2e-charts-retry": {hang(), accept()}, "e2e-charts-503": {status(http.StatusServiceUnavailable, ""), finding("rejected", "r")},
+	} {
+		srv.Provider.script(id, steps...)
+		srv.submit(t, id, "e2e_fast", content(id))
+	}
 	const id = "e2e-browser-0001"
 	srv.Provider.script(id, status(http.StatusBadRequest, ""))
 	srv.submit(t, id, "e2e_fast", content("for the browser"))
@@ -69,6 +78,25 @@ func testBrowser(t *testing.T, srv *e2eServer) {
 	}
 	page.Click("#nav-slo")
 	page.WaitFor("the SLO dashboard to show a total", `() => /^[1-9][0-9,]*$/.test(document.getElementById('slo-total').textContent.trim())`)
+
+	// The charts, drawn from the real read models (this server's reviews,
+	// this one's and the other scenarios'), at a laptop's and a phone's
+	// width: each has data, the numbers as text, the page no wider than
+	// the screen.
+	for _, id := range []string{"e2e-charts-ok", "e2e-charts-retry", "e2e-charts-503"} {
+		if got := srv.waitSettled(t, id); got.State != "accepted" && got.State != "rejected" {
+			t.Fatalf("%s: %+v", id, got)
+		}
+	}
+	page.Viewport(1280, 800)
+	page.WaitCharts()
+	page.WaitText("#chart-attempts", "e2e_fast")
+	page.WaitFor("the timed-out attempt in the distribution", `() => [...document.querySelectorAll('#chart-attempts [data-class="e2e_fast"] table.chart-data tbody tr')].some((tr) => tr.cells[2] && Number(tr.cells[2].textContent) > 0)`)
+	page.WaitFor("a step with reviews in the ratio's table", `() => [...document.querySelectorAll('#chart-ratio table.chart-data td')].some((td) => /%$/.test(td.textContent))`)
+	page.Screenshot("e2e-slo-charts-1280x800")
+	page.Viewport(390, 844)
+	page.WaitCharts()
+	page.Screenshot("e2e-slo-charts-phone")
 
 	if probs := page.ConsoleProblems(); len(probs) > 0 {
 		t.Errorf("browser console reported problems:\n%s", strings.Join(probs, "\n"))

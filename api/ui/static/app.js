@@ -47,6 +47,7 @@
     reviewSeq: 0,
     contentURL: '',     // object URL of the content offered for download
     slo: { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
+    history: { series: null, attempts: null, seq: 0 },
     classes: new Set(),
   };
 
@@ -66,6 +67,15 @@
     if (h < 24) return h + ' h' + (m ? ' ' + m + ' min' : '');
     const d = Math.floor(h / 24); h %= 24;
     return d + ' d' + (h ? ' ' + h + ' h' : '');
+  }
+
+  // shortAge renders seconds in one unit, for chart axes: 45 s, 3.5 min, 2.0 h.
+  function shortAge(seconds) {
+    if (typeof seconds !== 'number' || !isFinite(seconds)) return '—';
+    const s = Math.max(0, seconds);
+    if (s < 60) return Math.round(s) + ' s';
+    if (s < 3600) return (s / 60).toFixed(s < 600 ? 1 : 0) + ' min';
+    return (s / 3600).toFixed(s < 36000 ? 1 : 0) + ' h';
   }
 
   function millis(ms) {
@@ -335,7 +345,8 @@
     state.reviewSeq++;
     resetContent();
     state.slo = { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: state.slo.seq + 1 };
-    for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles']) show($(id), false);
+    state.history = { series: null, attempts: null, seq: state.history.seq + 1 };
+    for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles', 'slo-history']) show($(id), false);
     setText('queue-count', '');
     setText('queue-updated', '');
     setText('slo-updated', '');
@@ -1049,6 +1060,7 @@
 
   async function loadSLO() {
     if (!state.token || !can('slo')) return;
+    bg(loadHistory());
     const seq = ++state.slo.seq;
     state.slo.loading = true;
     $('slo-view').setAttribute('aria-busy', 'true');
@@ -1163,6 +1175,110 @@
     show(box, alerts.length > 0);
   }
 
+  // ---- SLO history (charts.js draws) ------------------------------------
+
+  // loadHistory reads the window step by step (GET /v1/slo/series) and the
+  // attempt service times per class (GET /v1/slo/attempts).
+  async function loadHistory() {
+    const seq = ++state.history.seq;
+    const q = sloQuery();
+    const [series, attempts] = await Promise.all([api('GET', '/v1/slo/series?' + q), api('GET', '/v1/slo/attempts?' + q)]);
+    if (seq !== state.history.seq) return;
+    const failed = !series.ok ? series : (!attempts.ok ? attempts : null);
+    if (failed) {
+      renderProblem($('slo-history-error'), failed.problem, 'The SLO history could not be loaded.');
+      show($('slo-history'), true);
+      return;
+    }
+    show($('slo-history-error'), false);
+    state.history.series = series.data || {};
+    state.history.attempts = attempts.data || {};
+    renderHistory();
+  }
+
+  function renderHistory() {
+    const charts = window.reviewledgerCharts;
+    const h = state.history;
+    if (!charts || !h.series || !h.attempts) return;
+    show($('slo-history'), true);
+    const pts = Array.isArray(h.series.points) ? h.series.points : [];
+    const steps = pts.map((p) => ({ from: new Date(p.from), to: new Date(p.to) }));
+    const objective = typeof h.series.objective === 'number' ? h.series.objective : null;
+    const stepS = h.series.step_seconds || 60;
+    setText('slo-history-range', timestamp(h.series.from) + ' to ' + timestamp(h.series.to) + ', steps of ' + duration(stepS));
+    const pct = (v) => percent(v, Math.abs(v) < 1 && Math.round(v * 1000) % 10 !== 0 ? 1 : 0);
+    const num = (v, k) => pts.map((p) => (typeof p[k] === 'number' ? p[k] : null));
+    charts.lineChart($('chart-ratio-box'), {
+      title: 'Share of reviews within budget per step' + (objective !== null ? ', against the objective of ' + percent(objective, 1) : ''),
+      table: 'Within budget per step', steps,
+      series: [{ label: 'Within budget', cls: 's-ratio', values: num(pts, 'within_budget_ratio') }],
+      left: { format: pct, max: 1, floor: 0, minSpan: 0.04 },
+      refs: objective !== null ? [{ value: objective, label: 'objective ' + percent(objective, 1), cls: 's-objective' }] : [],
+    });
+    charts.lineChart($('chart-budget-box'), {
+      title: 'Error budget remaining since the window started, and burn rate per step', table: 'Error budget and burn rate per step', steps,
+      series: [
+        { label: 'Budget remaining', cls: 's-budget', values: num(pts, 'error_budget_remaining') },
+        { label: 'Burn rate', cls: 's-burn', axis: 'right', values: num(pts, 'burn_rate') },
+      ],
+      left: { format: pct, max: 1, minSpan: 1 },
+      right: { format: (v) => (Math.round(v * 10) / 10) + '×', min: 0, minSpan: 2, label: '× budget' },
+      refs: [{ value: 1, label: 'burn 1×', cls: 's-one', axis: 'right' }],
+    });
+    charts.lineChart($('chart-queue-box'), {
+      title: 'Manual queue depth and age of its oldest review at each step end', table: 'Manual queue per step', steps,
+      series: [
+        { label: 'Depth', cls: 's-depth', values: pts.map((p) => (p.manual_queue ? p.manual_queue.depth : null)) },
+        { label: 'Oldest', cls: 's-oldest', axis: 'right', values: pts.map((p) => (p.manual_queue ? p.manual_queue.oldest_age_seconds : null)) },
+      ],
+      left: { format: (v) => count(Math.round(v)), min: 0, minSpan: 4, integer: true },
+      right: { format: shortAge, min: 0, minSpan: 60, label: 'age' },
+    });
+    const lat = (k) => pts.map((p) => (p.concluded > 0 && p.latency_ms ? p.latency_ms[k] : null));
+    charts.lineChart($('chart-latency-box'), {
+      title: 'Latency from submission to outcome per step: p50, p90, p99', table: 'Latency percentiles per step', steps,
+      series: [
+        { label: 'p50', cls: 's-p50', values: lat('p50') },
+        { label: 'p90', cls: 's-p90', values: lat('p90') },
+        { label: 'p99', cls: 's-p99', values: lat('p99') },
+      ],
+      left: { format: millis, min: 0, minSpan: 100 },
+    });
+    renderAttempts(charts, Array.isArray(h.attempts.classes) ? h.attempts.classes : []);
+  }
+
+  // renderAttempts draws one distribution per class: the attempts per
+  // service-time bucket, by outcome.
+  function renderAttempts(charts, classes) {
+    const box = $('chart-attempts-box');
+    clear(box);
+    show($('chart-attempts-empty'), classes.length === 0);
+    for (const c of classes) {
+      const buckets = (c.buckets || []).map((b) => ({
+        label: b.to_ms === null ? '> ' + millis(b.from_ms) : '≤ ' + millis(b.to_ms),
+        title: b.to_ms === null ? 'over ' + millis(b.from_ms) : millis(b.from_ms) + ' to ' + millis(b.to_ms),
+      }));
+      const of = (k) => (c.buckets || []).map((b) => b[k] || 0);
+      const part = el('section', { class: 'attempt-class', 'data-class': c.content_class },
+        el('h3', { text: c.content_class }),
+        el('p', { text: count(c.attempts) + ' attempts: ' + count(c.findings) + ' findings, ' + count(c.timeouts) + ' timeouts (' +
+          percent(c.timeout_rate, 1) + '), ' + count(c.failures) + ' failures · finding p50 ' + millis(c.finding_ms && c.finding_ms.p50) +
+          ', p90 ' + millis(c.finding_ms && c.finding_ms.p90) + ', p99 ' + millis(c.finding_ms && c.finding_ms.p99) }));
+      const chart = el('div', { class: 'chart-box' });
+      part.append(chart);
+      box.append(part);
+      charts.barChart(chart, {
+        title: 'Attempt service times of ' + c.content_class + ', by outcome', table: 'Attempts of ' + c.content_class + ' per service time',
+        bucketHeader: 'Service time', buckets, format: (v) => count(Math.round(v)),
+        series: [
+          { label: 'Findings', cls: 's-finding', values: of('findings') },
+          { label: 'Timeouts', cls: 's-timeout', values: of('timeouts') },
+          { label: 'Failures', cls: 's-failure', values: of('failures') },
+        ],
+      });
+    }
+  }
+
   function updateSLOFreshness() {
     const out = $('slo-updated');
     if (!state.slo.lastOK) { out.textContent = ''; return; }
@@ -1253,6 +1369,11 @@
     $('lookup-id').addEventListener('input', () => $('lookup-id').setCustomValidity(''));
     window.addEventListener('hashchange', guard(() => route(false)));
     document.addEventListener('visibilitychange', guard(() => { if (!document.hidden) everyRefresh(); }));
+    let resizing = 0;
+    window.addEventListener('resize', () => {
+      window.clearTimeout(resizing);
+      resizing = window.setTimeout(() => { if (state.view === 'slo') renderHistory(); }, 150);
+    });
     window.setInterval(guard(everySecond), 1000);
     window.setInterval(guard(everyRefresh), REFRESH_MS);
 

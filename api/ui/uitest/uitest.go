@@ -256,6 +256,45 @@ func (p *Page) Screenshot(name string) {
 	}
 }
 
+// Viewport sets the size of the page's viewport in CSS pixels, such as
+// 1280×800 for a laptop or 390×844 for a phone.
+func (p *Page) Viewport(width, height int64) {
+	p.tb.Helper()
+	p.Do("set the viewport", chromedp.EmulateViewport(width, height))
+}
+
+// Charts are the dashboard's charts, by figure ID: each must have been
+// drawn as an SVG whose lines or bars hold data, with its numbers in a
+// table.
+var Charts = []string{"chart-ratio", "chart-budget", "chart-queue", "chart-latency", "chart-attempts"}
+
+// WaitCharts waits until every chart of the dashboard is drawn from data:
+// an SVG with at least one line holding a point (or, for the attempt
+// distributions, a bar) and a data table with a row, and fails the test
+// when the page overflows its viewport sideways.
+func (p *Page) WaitCharts() {
+	p.tb.Helper()
+	for _, id := range Charts {
+		p.WaitFor("chart "+id+" to be drawn from data", `(id) => {
+			const fig = document.getElementById(id);
+			if (!fig || fig.closest('[hidden]')) return false;
+			const svg = fig.querySelector('svg.chart-svg');
+			const data = [...fig.querySelectorAll('path.line')].some((l) => Number(l.dataset.points) > 0) || !!fig.querySelector('rect.col');
+			const rows = fig.querySelectorAll('table.chart-data tbody tr').length;
+			// Drawn for the width the page has now, not an earlier one.
+			const fits = [...fig.querySelectorAll('svg.chart-svg')].every((s) =>
+				Math.abs(Number(s.getAttribute('width')) - Math.max(240, s.parentElement.clientWidth)) <= 1);
+			return !!svg && data && rows > 0 && fits;
+		}`, id)
+	}
+	if over := Evaluate[bool](p, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
+		wide := Evaluate[string](p, `Array.from(document.querySelectorAll('body *'))
+			.filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('[hidden]'))
+			.slice(0, 5).map((e) => e.tagName + '#' + e.id + '.' + (e.className.baseVal ?? e.className) + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`)
+		p.tb.Errorf("the page is wider than its %d px viewport: %d px (%s)", Evaluate[int](p, `window.innerWidth`), Evaluate[int](p, `document.documentElement.scrollWidth`), wide)
+	}
+}
+
 // Row is the CSS selector of the manual-queue row of a review.
 func Row(reviewID string) string { return `#queue-body tr[data-review-id=` + jsString(reviewID) + `]` }
 
