@@ -23,6 +23,7 @@ type providerCall struct {
 	IdempotencyKey string
 	Attempt        string // X-Review-Attempt
 	ContentType    string
+	Traceparent    string
 	Body           map[string]any
 }
 
@@ -104,6 +105,7 @@ func (p *scriptedProvider) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Attempt:        r.Header.Get("X-Review-Attempt"),
 		ContentType:    r.Header.Get("Content-Type"),
+		Traceparent:    r.Header.Get("traceparent"),
 		Body:           body,
 	})
 	steps := p.scripts[id]
