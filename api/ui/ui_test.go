@@ -31,6 +31,7 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 	}{
 		{"/", "text/html; charset=utf-8", "<title>reviewledger</title>"},
 		{"/ui/app.js", "text/javascript; charset=utf-8", "'use strict';"},
+		{"/ui/charts.js", "text/javascript; charset=utf-8", "'use strict';"},
 		{"/ui/app.css", "text/css; charset=utf-8", ":root"},
 		{"/ui/favicon.svg", "image/svg+xml", "<svg"},
 	}
@@ -152,9 +153,14 @@ func TestPageIsCSPAndEscapeSafe(t *testing.T) {
 		}
 	}
 	jsForbidden := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage"}
-	for _, s := range jsForbidden {
-		if strings.Contains(js, s) {
-			t.Errorf("app.js uses %s", s)
+	for name, js := range map[string]string{"app.js": js, "charts.js": string(assets["charts.js"].body)} {
+		if js == "" {
+			t.Errorf("%s is not embedded", name)
+		}
+		for _, s := range jsForbidden {
+			if strings.Contains(js, s) {
+				t.Errorf("%s uses %s", name, s)
+			}
 		}
 	}
 	for _, m := range regexp.MustCompile(`(?:src|href)="(/ui/[^"]+)"`).FindAllStringSubmatch(html, -1) {
