@@ -136,7 +136,10 @@ func Rules(p domain.Policy, opts Options) (File, error) {
 		}
 		return "{" + strings.Join(matchers, ",") + "}"
 	}
-	rec := Group{Name: "reviewledger-slo-errors"}
+	// The burn-rate alerts are in the group of the ratios they read:
+	// rules of a group are evaluated in order, so an alert reads the
+	// ratios of the same evaluation, never those of the one before.
+	rec := Group{Name: "reviewledger-slo"}
 	for _, w := range Windows {
 		rec.Rules = append(rec.Rules, Rule{
 			Record: ErrorRatio(w),
@@ -153,14 +156,14 @@ func Rules(p domain.Policy, opts Options) (File, error) {
 		})
 	}
 
-	alerts := Group{Name: "reviewledger-slo-alerts"}
 	for _, class := range p.Names() {
 		c := p.Classes[class]
 		budget := c.ErrorBudget()
-		alerts.Rules = append(alerts.Rules,
+		rec.Rules = append(rec.Rules,
 			burnRule(class, "page", ">=", PageBurns, budget, c.SLOObjective()),
 			burnRule(class, "ticket", ">", TicketBurns, budget, c.SLOObjective()))
 	}
+	alerts := Group{Name: "reviewledger-operations"}
 	for _, class := range p.Names() {
 		sla := p.Classes[class].ManualQueueSLA()
 		alerts.Rules = append(alerts.Rules, Rule{

@@ -67,8 +67,10 @@ func TestRulesPerClass(t *testing.T) {
 		}
 	}
 	var exprs []string
-	for _, r := range f.Groups[1].Rules {
-		exprs = append(exprs, r.Expr)
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
 	}
 	all := strings.Join(exprs, "\n")
 	for _, want := range []string{
