@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // lockKey is the advisory lock electing the one runner of a projection.
@@ -70,19 +72,8 @@ func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry 
 		if ok {
 			return fn(conn)
 		}
-		if err := sleep(ctx, retry); err != nil {
+		if err := clock.Sleep(ctx, retry); err != nil {
 			return err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

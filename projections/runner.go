@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error; the message
@@ -230,7 +231,7 @@ func (r *Runner) hold(ctx context.Context, p projection, joins chan<- *member) {
 			level = slog.LevelWarn // the database went away for a while: nothing to mend here
 		}
 		log.Log(ctx, level, "projection stopped; retrying", "err", err, "retry_in", r.cfg.RetryDelay)
-		if sleep(ctx, r.cfg.RetryDelay) != nil {
+		if clock.Sleep(ctx, r.cfg.RetryDelay) != nil {
 			return
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // figures are what one round measured.
@@ -72,7 +74,7 @@ func (c *client) review(ctx context.Context, i int) (view, error) {
 		if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
 			return view{}, fmt.Errorf("submit %s: HTTP %d %s", id, status, b)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return view{}, err
 		}
 	}
@@ -165,7 +167,7 @@ func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Du
 	end := time.Now().Add(d)
 	at := time.Now()
 	for i := first; at.Before(end) && ctx.Err() == nil; i++ {
-		if err := sleep(ctx, time.Until(at)); err != nil {
+		if err := clock.Sleep(ctx, time.Until(at)); err != nil {
 			break
 		}
 		wg.Go(func() {
@@ -328,18 +330,4 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	i := int(float64(len(s))*q+0.999999) - 1
 	return s[min(max(i, 0), len(s)-1)]
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // broadcast wakes every goroutine waiting on it at once.
@@ -57,7 +58,7 @@ func (s *Store) notifier(ctx context.Context) {
 		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("event store: notify", "error", err)
 		}
-		if sleep(ctx, s.cfg.NotifyInterval) != nil {
+		if clock.Sleep(ctx, s.cfg.NotifyInterval) != nil {
 			return
 		}
 	}
@@ -74,7 +75,7 @@ func (s *Store) listen(ctx context.Context) {
 		}
 		s.cfg.Logger.Warn("event store: listener lost, reconnecting", "error", err)
 		s.wake.fire() // a notification may have been missed
-		if sleep(ctx, s.cfg.PollInterval) != nil {
+		if clock.Sleep(ctx, s.cfg.PollInterval) != nil {
 			return
 		}
 	}
@@ -142,16 +143,4 @@ func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) erro
 	case <-t.C:
 	}
 	return nil
-}
-
-// sleep waits for d or until ctx is done, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/internal/clock"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -122,7 +123,7 @@ func submit(ctx context.Context, client *http.Client, url, token string, body []
 		if !errors.As(err, &se) || se.code != http.StatusTooManyRequests {
 			return d, throttled, err
 		}
-		if err := sleep(ctx, se.retryAfter); err != nil {
+		if err := clock.Sleep(ctx, se.retryAfter); err != nil {
 			return 0, throttled + 1, fmt.Errorf("waiting out a 429: %w", err)
 		}
 	}
@@ -310,16 +311,4 @@ func (e *statusError) Error() string {
 }
 
 // wait pauses for pollInterval, or returns ctx's error.
-func wait(ctx context.Context) error { return sleep(ctx, pollInterval) }
-
-// sleep pauses for d, or returns ctx's error.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func wait(ctx context.Context) error { return clock.Sleep(ctx, pollInterval) }
