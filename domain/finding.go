@@ -33,6 +33,15 @@ func (f Finding) CheckComplete(reviewID string) error {
 	return nil
 }
 
+// HeldByGate reports whether an automated finding of state, on a class whose
+// policy sets human_gate, is held for a moderator instead of deciding the
+// review: an accept on a human-gated class. Such a FindingReceived is always
+// followed by Escalated (reason human_gate) to manual_review. Read models
+// that see only the finding ask this rather than restating the rule.
+func HeldByGate(humanGate bool, state Decision) bool {
+	return humanGate && state == DecisionAccepted
+}
+
 // RecordFinding returns the events that record a complete finding for the
 // attempt in flight: FindingReceived, followed by Escalated to manual_review
 // when the class has a human gate and the finding accepts.
@@ -70,7 +79,7 @@ func (r *Review) RecordFinding(f Finding, source string, now time.Time) ([]Event
 		ElapsedMS:  now.Sub(r.inFlightStarted).Milliseconds(),
 		ReceivedAt: now,
 	}}
-	if f.State == DecisionAccepted && r.policy.HumanGate {
+	if HeldByGate(r.policy.HumanGate, f.State) {
 		events = append(events, Escalated{
 			ReviewID: r.id,
 			Reason:   ReasonHumanGate,

@@ -134,7 +134,7 @@ func (r *Review) apply(e Event) error {
 		}
 		r.inFlight = 0
 		r.reasons = slices.Clone(e.Reasons)
-		if e.State == DecisionAccepted && r.policy.HumanGate {
+		if HeldByGate(r.policy.HumanGate, e.State) {
 			// The Escalated event that follows moves it to manual_review.
 			r.gateHeld = true
 			return nil

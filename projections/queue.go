@@ -158,7 +158,7 @@ func applyQueue(s *queueState, e event) bool {
 			requiredApprovals: max(1, d.Policy.Approvals), humanGate: d.Policy.HumanGate,
 		}
 	case domain.FindingReceived:
-		if s.candidate == nil || (d.State == domain.DecisionAccepted && s.candidate.humanGate) {
+		if s.candidate == nil || domain.HeldByGate(s.candidate.humanGate, d.State) {
 			return false // an accept held by a human gate: Escalated follows
 		}
 		s.candidate = nil

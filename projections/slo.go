@@ -188,7 +188,7 @@ func applySLO(s *sloState, reviewID string, e event, delta *sloDelta) bool {
 		attempt(outcomeFinding, d.ReceivedAt, d.ElapsedMS)
 		outcome(d.ReceivedAt, string(d.State))
 		complete(d.ReceivedAt)
-		if !(d.State == domain.DecisionAccepted && o.humanGate) {
+		if !domain.HeldByGate(o.humanGate, d.State) {
 			s.open = nil
 		}
 	case domain.Escalated:

@@ -89,7 +89,7 @@ func applySummary(row *summaryRow, e event) *summaryRow {
 		row.attempts = d.Attempt
 	case domain.FindingReceived:
 		row.reasons = nonNil(d.Reasons)
-		if !(d.State == domain.DecisionAccepted && row.humanGate) {
+		if !domain.HeldByGate(row.humanGate, d.State) {
 			row.state = domain.State(d.State)
 			row.decidedAt = ptr(d.ReceivedAt)
 			row.decidedBy = ptr("provider")
