@@ -84,7 +84,7 @@ func (l ctxLedger) Load(context.Context, string) (*ledger.Snapshot, error) {
 // are no readiness failure and no warning.
 func TestReadinessProbeHangingUp(t *testing.T) {
 	h := newHarness(t, func(_ *Config, d *Deps) {
-		d.Ready = []Check{Ping("database", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })}
+		d.Ready = []Check{{Name: "database", Check: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

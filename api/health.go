@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/reviewledger/reviewledger/projections"
 )
 
 // readyTimeout bounds all readiness checks together.
@@ -56,52 +54,4 @@ func (s *Server) readyz(c echo.Context) error {
 		return fmt.Errorf("failing checks:%s: %w", names, ErrNotReady)
 	}
 	return c.JSON(http.StatusOK, v)
-}
-
-// MaxLag is a readiness check failing when lag reports more than max.
-func MaxLag(name string, max time.Duration, lag func(ctx context.Context) (time.Duration, error)) Check {
-	return Check{Name: name, Check: func(ctx context.Context) error {
-		d, err := lag(ctx)
-		if err != nil {
-			return err
-		}
-		if d > max {
-			return fmt.Errorf("lag %s over %s", d, max)
-		}
-		return nil
-	}}
-}
-
-// ProjectionStatus reports the projections' progress
-// (*projections.Runner).
-type ProjectionStatus interface {
-	Status(ctx context.Context, maxLag int64) ([]projections.Status, error)
-}
-
-// projectionLagEvents bounds how far the readiness check counts lag.
-const projectionLagEvents = 10000
-
-// ProjectionsReady is a readiness check failing while a projection has
-// never run or its oldest unapplied event is older than maxLag.
-func ProjectionsReady(p ProjectionStatus, maxLag time.Duration) Check {
-	return Check{Name: "projections", Check: func(ctx context.Context) error {
-		sts, err := p.Status(ctx, projectionLagEvents)
-		if err != nil {
-			return err
-		}
-		for _, st := range sts {
-			switch {
-			case !st.Exists:
-				return fmt.Errorf("%s has never run", st.Projection)
-			case st.LagSeconds > maxLag.Seconds():
-				return fmt.Errorf("%s lags %.1fs, more than %s", st.Projection, st.LagSeconds, maxLag)
-			}
-		}
-		return nil
-	}}
-}
-
-// Ping is a readiness check calling ping (e.g. pgxpool.Pool.Ping).
-func Ping(name string, ping func(ctx context.Context) error) Check {
-	return Check{Name: name, Check: ping}
 }
