@@ -8,9 +8,10 @@
 // once never apply the same migration twice, and applying again is a no-op.
 //
 // Version ranges are reserved per component so files never collide:
-// 0001–0009 event store, 0010–0019 review runner, 0020–0029 projections,
-// 0030–0039 HTTP API. Migrations must not name a schema, so that they apply
-// to whatever schema the connection's search_path selects.
+// 0001–0009 event store, 0010–0019 review engine, 0020–0029 projections,
+// 0030–0039 HTTP API, 0050–0059 audit checkpoints and operations.
+// Migrations must not name a schema, so that they apply to whatever schema
+// the connection's search_path selects.
 package migrations
 
 import (

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,13 +15,9 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-var (
-	// ErrNotFound is returned when the read model has no row for a review.
-	ErrNotFound = errors.New("not found in read model")
-	// ErrInvalidQuery is wrapped, inside a *domain.FieldError naming the
-	// parameter, by queries refusing their arguments.
-	ErrInvalidQuery = errors.New("invalid query")
-)
+// ErrInvalidQuery is wrapped, inside a *domain.FieldError naming the
+// parameter, by queries refusing their arguments.
+var ErrInvalidQuery = errors.New("invalid query")
 
 // MaxLimit is the largest page a query returns.
 const MaxLimit = 1000
@@ -86,88 +81,6 @@ func checkLimit(limit int) error {
 		return invalid("limit", "must be between 1 and %d, got %d", MaxLimit, limit)
 	}
 	return nil
-}
-
-// Summary is a review as review_summary holds it. Its JSON matches the
-// review view of GET /v1/reviews/{id} (DESIGN 5.2), extended.
-type Summary struct {
-	ReviewID         string     `json:"review_id"`
-	State            string     `json:"state"`
-	ContentClass     string     `json:"content_class"`
-	Attempts         int        `json:"attempts"`
-	Version          uint64     `json:"version"`
-	SubmittedAt      time.Time  `json:"submitted_at"`
-	Deadline         time.Time  `json:"deadline"`
-	DecidedAt        *time.Time `json:"decided_at"`
-	DecidedBy        *string    `json:"decided_by,omitempty"`
-	Reasons          []string   `json:"reasons"`
-	EscalationReason *string    `json:"escalation_reason,omitempty"`
-	EscalatedAt      *time.Time `json:"escalated_at,omitempty"`
-	UpdatedAt        time.Time  `json:"updated_at"`
-}
-
-func scanSummary(row pgx.Row) (Summary, error) {
-	var (
-		s       Summary
-		version int64
-		reasons []byte
-	)
-	err := row.Scan(&s.ReviewID, &s.State, &s.ContentClass, &s.Attempts, &version, &s.SubmittedAt, &s.Deadline,
-		&s.DecidedAt, &s.DecidedBy, &reasons, &s.EscalationReason, &s.EscalatedAt, &s.UpdatedAt)
-	if err != nil {
-		return s, err
-	}
-	s.Version = uint64(version)
-	if err := json.Unmarshal(reasons, &s.Reasons); err != nil {
-		return s, fmt.Errorf("reasons of %s: %w", s.ReviewID, err)
-	}
-	s.Reasons = nonNil(s.Reasons)
-	return s, nil
-}
-
-const summarySelect = `SELECT review_id, state, content_class, attempts, version, submitted_at, deadline,
-	decided_at, decided_by, reasons, escalation_reason, escalated_at, updated_at FROM review_summary`
-
-// Review returns the summary of one review, or ErrNotFound. The summary
-// may trail the ledger by the projection's lag; read the ledger for a
-// client's own writes.
-func (db *DB) Review(ctx context.Context, reviewID string) (Summary, error) {
-	s, err := scanSummary(db.pool.QueryRow(ctx, summarySelect+` WHERE review_id = $1`, reviewID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("review %s: %w", reviewID, ErrNotFound)
-	}
-	if err != nil {
-		return s, fmt.Errorf("review %s: %w", reviewID, err)
-	}
-	return s, nil
-}
-
-// ListNonTerminal returns up to limit reviews still on the automated path
-// (state pending), earliest deadline first: what a restarted runner
-// resumes and what the deadline sweeper escalates once past due. Reviews in
-// manual_review are not terminal either but wait for a moderator, so they
-// are in ManualQueue instead.
-func (db *DB) ListNonTerminal(ctx context.Context, limit int) ([]Summary, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, summarySelect+` WHERE state = 'pending' ORDER BY deadline, review_id LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list pending reviews: %w", err)
-	}
-	defer rows.Close()
-	out := []Summary{}
-	for rows.Next() {
-		s, err := scanSummary(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list pending reviews: %w", err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list pending reviews: %w", err)
-	}
-	return out, nil
 }
 
 // QueueItem is one review in the manual queue; its JSON is an item of GET
