@@ -2,10 +2,13 @@ package migrations_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/migrations"
@@ -113,5 +116,23 @@ func TestApplyConcurrently(t *testing.T) {
 	wg.Wait()
 	if len(total) != len(all) {
 		t.Fatalf("four concurrent runs applied %v, want each of %d migrations once", total, len(all))
+	}
+}
+
+// TestErrorsCarryNoDriverType: the migrator translates the driver's errors.
+func TestErrorsCarryNoDriverType(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE reviewledger_migration RENAME COLUMN applied_at TO applied`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := migrations.List(ctx, pool)
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) || !strings.Contains(err.Error(), "applied_at") {
+		t.Fatalf("List on a damaged version table: %v (%T)", err, err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err == nil || errors.As(err, &pgErr) {
+		t.Fatalf("Apply on a damaged version table: %v (%T)", err, err)
 	}
 }

@@ -89,7 +89,7 @@ func (db *DB) Claim(ctx context.Context, reviewID, moderator string, lease time.
 		if errors.As(err, &held) || errors.Is(err, ErrNotInQueue) {
 			return Claim{}, err
 		}
-		return Claim{}, fmt.Errorf("claim %s: %w", reviewID, err)
+		return Claim{}, dbErr(ctx, "claim "+reviewID, err)
 	}
 	return c, nil
 }

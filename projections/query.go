@@ -122,7 +122,7 @@ func (db *DB) ManualQueue(ctx context.Context, class string, limit int, now time
 		ORDER BY q.priority DESC, q.escalated_at, q.review_id
 		LIMIT $2`, class, limit, now)
 	if err != nil {
-		return Queue{}, fmt.Errorf("manual queue: %w", err)
+		return Queue{}, dbErr(ctx, "manual queue", err)
 	}
 	q := Queue{Items: []QueueItem{}}
 	var (
@@ -140,7 +140,7 @@ func (db *DB) ManualQueue(ctx context.Context, class string, limit int, now time
 		return nil
 	})
 	if err != nil {
-		return Queue{}, fmt.Errorf("manual queue: %w", err)
+		return Queue{}, dbErr(ctx, "manual queue", err)
 	}
 	return q, nil
 }

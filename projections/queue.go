@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -219,7 +218,7 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, ent
 		rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, required_approvals, human_gate
 			FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, candidates)
 		if err != nil {
-			return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+			return nil, dbErr(ctx, "load manual_queue_candidate", err)
 		}
 		_, err = pgx.ForEachRow(rows, []any{&id, &c.class, &c.priority, &c.requiredApprovals, &c.humanGate}, func() error {
 			s := get(id)
@@ -227,14 +226,14 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, ent
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("load manual_queue_candidate: %w", err)
+			return nil, dbErr(ctx, "load manual_queue_candidate", err)
 		}
 	}
 	if len(entries) > 0 {
 		rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, reason, attempts, escalated_at, version,
 			required_approvals, approvers FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, entries)
 		if err != nil {
-			return nil, fmt.Errorf("load manual_queue: %w", err)
+			return nil, dbErr(ctx, "load manual_queue", err)
 		}
 		_, err = pgx.ForEachRow(rows, []any{&id, &q.class, &q.priority, &q.reason, &q.attempts, &q.escalatedAt, &q.version,
 			&q.requiredApprovals, &q.approvers}, func() error {
@@ -244,7 +243,7 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, ent
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("load manual_queue: %w", err)
+			return nil, dbErr(ctx, "load manual_queue", err)
 		}
 	}
 	return out, nil
@@ -318,7 +317,7 @@ func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, stat
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("write manual_queue: %w", err)
+		return dbErr(ctx, "write manual_queue", err)
 	}
 	return nil
 }

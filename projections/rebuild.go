@@ -84,7 +84,7 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 		}
 		return nil
 	}); err != nil {
-		return res, fmt.Errorf("create new tables: %w", err)
+		return res, dbErr(ctx, "create new tables", err)
 	}
 
 	// Build while everyone else goes on using the live tables.
@@ -108,7 +108,7 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 			_, _, err := applyUsed(ctx, tx, p, rebuildTables, events)
 			return err
 		}); err != nil {
-			return res, err
+			return res, dbErr(ctx, "apply", err)
 		}
 		last := recorded[len(recorded)-1]
 		pos, lastAt = last.Position, &last.RecordedAt
@@ -130,17 +130,20 @@ func (r *Runner) rebuildLocked(ctx context.Context, p projection) (RebuildResult
 				`DROP TABLE ` + old,
 			} {
 				if _, err := tx.Exec(ctx, stmt); err != nil {
-					return fmt.Errorf("swap %s: %w", table, err)
+					return dbErr(ctx, "swap "+table, err)
 				}
 			}
 		}
 		_, err := tx.Exec(ctx, `UPDATE projection_checkpoint SET version = $2, position_commit = $3, position_prepare = $4,
 			events = $5, last_recorded_at = $6, updated_at = now(), rebuilt_at = now() WHERE name = $1`,
 			p.name(), p.version(), int64(pos.Commit), int64(pos.Prepare), res.Events, lastAt)
-		return err
+		if err != nil {
+			return dbErr(ctx, "save checkpoint", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("swap: %w", err)
+		return res, dbErr(ctx, "swap", err)
 	}
 	res.Position, res.Duration = pos, time.Since(start)
 	return res, nil

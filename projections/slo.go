@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -223,7 +222,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed
 		FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("load slo_open: %w", err)
+		return nil, dbErr(ctx, "load slo_open", err)
 	}
 	var (
 		id string
@@ -234,7 +233,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load slo_open: %w", err)
+		return nil, dbErr(ctx, "load slo_open", err)
 	}
 	return out, nil
 }
@@ -318,7 +317,7 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("write slo: %w", err)
+		return dbErr(ctx, "write slo", err)
 	}
 	return nil
 }

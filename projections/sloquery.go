@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -131,7 +130,7 @@ func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now t
 			Scan(&out.ManualQueue.Depth, &oldest)
 	})
 	if err != nil {
-		return SLOSummary{}, fmt.Errorf("slo: %w", err)
+		return SLOSummary{}, dbErr(ctx, "slo", err)
 	}
 	if out.Total > 0 {
 		out.WithinBudgetRatio = float64(out.CompletedWithinBudget) / float64(out.Total)
@@ -226,7 +225,7 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 		WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)
 		GROUP BY content_class, outcome, bucket ORDER BY content_class`, from, now, class)
 	if err != nil {
-		return nil, fmt.Errorf("attempt service times: %w", err)
+		return nil, dbErr(ctx, "attempt service times", err)
 	}
 	type acc struct {
 		st                        ServiceTimes
@@ -265,7 +264,7 @@ func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attempt service times: %w", err)
+		return nil, dbErr(ctx, "attempt service times", err)
 	}
 	out := make([]ServiceTimes, 0, len(order))
 	for _, a := range order {

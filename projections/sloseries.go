@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -230,7 +229,7 @@ func (db *DB) SLOSeries(ctx context.Context, window, step time.Duration, class s
 		return err
 	})
 	if err != nil {
-		return Series{}, fmt.Errorf("slo series: %w", err)
+		return Series{}, dbErr(ctx, "slo series", err)
 	}
 	windowTally := map[string]*classTally{}
 	var classes []string

@@ -44,7 +44,7 @@ func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return nil, fmt.Errorf("status of %s: %w", p.name(), err)
+			return nil, dbErr(ctx, "status of "+p.name(), err)
 		default:
 			st.Exists, st.Version, st.Position, st.Events = true, cp.version, cp.position, cp.events
 			st.UpdatedAt, st.RebuiltAt = cp.updatedAt, cp.rebuiltAt

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -161,5 +163,33 @@ func TestVerifyCrossChecksReviewSummary(t *testing.T) {
 	if !strings.Contains(msg, "review b: revision 9: events after revision 8 removed (review_summary saw revision 12)") ||
 		!strings.Contains(msg, "review c: revision 0: every event removed (review_summary saw revision 3)") {
 		t.Fatalf("report:\n%s", msg)
+	}
+}
+
+// TestWitnessErrorsCarryNoDriverType: the PostgreSQL witnesses translate
+// the driver's errors; a cancelled context stays matchable.
+func TestWitnessErrorsCarryNoDriverType(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	if _, err := pool.Exec(ctx, `DROP TABLE audit_anchor; DROP TABLE review_summary`); err != nil {
+		t.Fatal(err)
+	}
+	anchors := audit.PGAnchors{Pool: pool}
+	for _, w := range []audit.Witness{anchors, audit.PGSummaries{Pool: pool}} {
+		_, err := w.Marks(ctx, nil)
+		var pgErr *pgconn.PgError
+		if err == nil || errors.As(err, &pgErr) || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("%s on a dropped table: %v (%T)", w.Name(), err, err)
+		}
+	}
+	err := anchors.Advance(ctx, map[string]audit.Mark{"r1": {Revision: 1, Hash: "h"}}, t0)
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) {
+		t.Errorf("Advance on a dropped table: %v (%T)", err, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := anchors.Marks(cancelled, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Marks with a cancelled context: %v", err)
 	}
 }

@@ -23,7 +23,7 @@ func (PGAnchors) Name() string { return "audit anchor" }
 func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
 	rows, _ := a.Pool.Query(ctx, `SELECT review_id, revision, hash FROM audit_anchor
 		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
-	return collectMarks(rows)
+	return collectMarks(ctx, rows)
 }
 
 // Advance implements Anchors.
@@ -34,9 +34,13 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 			ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash = EXCLUDED.hash, anchored_at = EXCLUDED.anchored_at
 			WHERE a.revision <= EXCLUDED.revision`, id, int64(m.Revision), m.Hash, at)
 	}
-	return pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, batch).Close()
 	})
+	if err != nil {
+		return dbErr(ctx, "advance audit anchors", err)
+	}
+	return nil
 }
 
 // PGSummaries is the review_summary read model as a witness: the version
@@ -56,10 +60,10 @@ func (PGSummaries) Name() string { return "review_summary" }
 func (s PGSummaries) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
 	rows, _ := s.Pool.Query(ctx, `SELECT review_id, version, '' FROM review_summary
 		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
-	return collectMarks(rows)
+	return collectMarks(ctx, rows)
 }
 
-func collectMarks(rows pgx.Rows) (map[string]Mark, error) {
+func collectMarks(ctx context.Context, rows pgx.Rows) (map[string]Mark, error) {
 	out := make(map[string]Mark)
 	var (
 		id   string
@@ -71,7 +75,17 @@ func collectMarks(rows pgx.Rows) (map[string]Mark, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read marks: %w", err)
+		return nil, dbErr(ctx, "read marks", err)
 	}
 	return out, nil
+}
+
+// dbErr translates a driver error at the edge of this package's SQL: the
+// context's error when ctx ended, otherwise only the message, so that no
+// pgx type reaches the verifier's callers.
+func dbErr(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	return fmt.Errorf("%s: %v", op, err)
 }
