@@ -10,12 +10,13 @@ import (
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
+	"github.com/reviewledger/reviewledger/internal/esdbfake"
 )
 
 // openFake opens a store on a fresh fake server.
-func openFake(t *testing.T, f *fakeServer) *Store {
+func openFake(t *testing.T, f *esdbfake.Server) *Store {
 	t.Helper()
-	url := startFake(t, f)
+	url := f.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := Open(ctx, url)
@@ -31,12 +32,12 @@ func openFake(t *testing.T, f *fakeServer) *Store {
 // client (options, replies, errors, paging, subscriptions), not the server.
 func TestFakeServerConformance(t *testing.T) {
 	eventstoretest.Run(t, func(t *testing.T) eventstore.Store {
-		return openFake(t, &fakeServer{})
+		return openFake(t, &esdbfake.Server{})
 	})
 }
 
 func TestOpenAccessDenied(t *testing.T) {
-	url := startFake(t, &fakeServer{denyAll: true})
+	url := (&esdbfake.Server{DenyAll: true}).Start(t)
 	s, err := Open(context.Background(), url)
 	if !errors.Is(err, ErrAccessDenied) {
 		t.Fatalf("Open without $all rights: %v, want ErrAccessDenied", err)
@@ -47,7 +48,7 @@ func TestOpenAccessDenied(t *testing.T) {
 }
 
 func TestReadAllSkipsSystemRecordsAcrossBatches(t *testing.T) {
-	f := &fakeServer{}
+	f := &esdbfake.Server{}
 	s := openFake(t, f)
 	s.cfg.ReadBatch = 2 // smaller than the runs of system records below
 	ctx := context.Background()
@@ -58,11 +59,9 @@ func TestReadAllSkipsSystemRecordsAcrossBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, e.ID)
-		f.mu.Lock()
 		for range i {
-			f.system("$stats-x", "$statsCollected")
+			f.System("$stats-x", "$statsCollected")
 		}
-		f.mu.Unlock()
 	}
 	for _, limit := range []int{1, 2, 3, 100} {
 		var got []string
@@ -98,7 +97,7 @@ func TestReadAllSkipsSystemRecordsAcrossBatches(t *testing.T) {
 }
 
 func TestWrongExpectedVersionDetails(t *testing.T) {
-	s := openFake(t, &fakeServer{})
+	s := openFake(t, &esdbfake.Server{})
 	ctx := context.Background()
 	e := func() eventstore.EventData {
 		return eventstore.EventData{ID: eventstoretest.NewID(), Type: "Happened", Data: []byte(`{}`)}
@@ -121,7 +120,7 @@ func TestWrongExpectedVersionDetails(t *testing.T) {
 // at its start position (the server's rule is to start after it) must not
 // make WaitForEvents return, or its callers would spin.
 func TestWaitForEventsAfterItsPosition(t *testing.T) {
-	s := openFake(t, &fakeServer{inclusive: true})
+	s := openFake(t, &esdbfake.Server{Inclusive: true})
 	res, err := s.Append(context.Background(), "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "Happened"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +145,7 @@ func TestAppendMultiConcurrency(t *testing.T) {
 		full             = make(chan struct{})
 		streams, written = 3 * multiConcurrency, 0
 	)
-	f := &fakeServer{gate: func() func() {
+	f := &esdbfake.Server{Gate: func() func() {
 		mu.Lock()
 		inFlight++
 		peak = max(peak, inFlight)

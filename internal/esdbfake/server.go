@@ -1,4 +1,14 @@
-package esdbstore
+// Package esdbfake is an in-process stand-in for the streams gRPC API of
+// EventStoreDB/KurrentDB, for tests of code that uses esdbstore: the real
+// client talks to it over a local TCP port.
+//
+// It follows the server's documented rules (expected-revision checks,
+// idempotency by event ID within a stream, reads of $all inclusive of their
+// position, subscriptions exclusive of it) and writes records of its own
+// ($-prefixed types in $-streams) into $all, as a real server does. It is
+// no evidence of how a real server behaves; docs/esdbstore.md says what
+// only a real server shows.
+package esdbfake
 
 import (
 	"errors"
@@ -20,36 +30,30 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// fakeServer answers the client's streams gRPC API (append, stream and $all
-// reads, $all subscriptions) in memory, following the server's documented
-// rules: expected-revision checks, idempotency by event ID within a stream
-// (IDs only, content not compared), reads of $all from a position inclusive
-// of it, subscriptions exclusive of it. It also writes records of its own
-// ($-prefixed types in $-streams) into $all, as a real server does, so that
-// filtering is exercised.
-//
-// It stands in for a server in tests of this package's use of the client;
-// it is no evidence of how a real server behaves.
-type fakeServer struct {
+// Server answers the client's streams gRPC API (append, stream and $all
+// reads, $all subscriptions) in memory. Idempotency compares event IDs
+// only, not content. The zero value is ready for Start.
+type Server struct {
 	api.UnimplementedStreamsServer
 
-	// denyAll refuses $all reads as a server does for a user outside
+	// DenyAll refuses $all reads as a server does for a user outside
 	// $admins and $ops.
-	denyAll bool
-	// inclusive starts subscriptions at their position instead of after it.
-	inclusive bool
-	// gate, when set, is called by every append before it takes f.mu, and
-	// the function it returns when the append is answered.
-	gate func() (done func())
+	DenyAll bool
+	// Inclusive starts subscriptions at their position instead of after it.
+	Inclusive bool
+	// Gate, when set, is called by every append before it takes the
+	// server's lock, and the function it returns when the append is
+	// answered.
+	Gate func() (done func())
 
 	mu      sync.Mutex
-	log     []fakeRecord
+	log     []record
 	streams map[string][]int // indexes into log
 	appends int
 	changed chan struct{} // closed and replaced on every write
 }
 
-type fakeRecord struct {
+type record struct {
 	stream   string
 	revision uint64
 	id       uuid.UUID
@@ -60,9 +64,9 @@ type fakeRecord struct {
 	pos      uint64 // commit and prepare position
 }
 
-// startFake serves a fake on a local port until the test ends and returns
-// a connection string for it.
-func startFake(t *testing.T, f *fakeServer) string {
+// Start serves f on a local port until the test ends and returns a
+// connection string for it (esdb://127.0.0.1:port?tls=false&...).
+func (f *Server) Start(t testing.TB) string {
 	t.Helper()
 	f.streams = make(map[string][]int)
 	f.changed = make(chan struct{})
@@ -86,8 +90,8 @@ func startFake(t *testing.T, f *fakeServer) string {
 }
 
 // write appends records under f.mu and wakes subscribers.
-func (f *fakeServer) write(stream string, typ string, id uuid.UUID, data, meta []byte) fakeRecord {
-	r := fakeRecord{
+func (f *Server) write(stream string, typ string, id uuid.UUID, data, meta []byte) record {
+	r := record{
 		stream:   stream,
 		revision: uint64(len(f.streams[stream])),
 		id:       id,
@@ -104,11 +108,20 @@ func (f *fakeServer) write(stream string, typ string, id uuid.UUID, data, meta [
 	return r
 }
 
-func (f *fakeServer) system(stream, typ string) {
+// System writes a record of the server's own (a $-prefixed type in a
+// $-stream) into $all, as a real server does now and then.
+func (f *Server) System(stream, typ string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.system(stream, typ)
+}
+
+// system writes a record of the server's own; f.mu is held.
+func (f *Server) system(stream, typ string) {
 	f.write(stream, typ, uuid.New(), []byte(`{}`), nil)
 }
 
-func (f *fakeServer) Append(as api.Streams_AppendServer) error {
+func (f *Server) Append(as api.Streams_AppendServer) error {
 	first, err := as.Recv()
 	if err != nil {
 		return err
@@ -129,8 +142,8 @@ func (f *fakeServer) Append(as api.Streams_AppendServer) error {
 		}
 		proposed = append(proposed, req.GetProposedMessage())
 	}
-	if f.gate != nil {
-		defer f.gate()()
+	if f.Gate != nil {
+		defer f.Gate()()
 	}
 
 	f.mu.Lock()
@@ -166,7 +179,7 @@ func (f *fakeServer) Append(as api.Streams_AppendServer) error {
 		}
 		return as.SendAndClose(f.wrongExpected(exists, current))
 	}
-	var last fakeRecord
+	var last record
 	for _, p := range proposed {
 		id, err := esdb.ParseUUIDFromInt64(p.GetId().GetStructured().GetMostSignificantBits(), p.GetId().GetStructured().GetLeastSignificantBits())
 		if err != nil {
@@ -182,7 +195,7 @@ func (f *fakeServer) Append(as api.Streams_AppendServer) error {
 
 // matches reports whether the stream's events from revision start on carry
 // the proposed IDs, in order.
-func (f *fakeServer) matches(idx []int, start int64, proposed []*api.AppendReq_ProposedMessage) bool {
+func (f *Server) matches(idx []int, start int64, proposed []*api.AppendReq_ProposedMessage) bool {
 	if start < 0 || int(start)+len(proposed) > len(idx) {
 		return false
 	}
@@ -194,7 +207,7 @@ func (f *fakeServer) matches(idx []int, start int64, proposed []*api.AppendReq_P
 	return true
 }
 
-func (f *fakeServer) repeat(idx []int, proposed []*api.AppendReq_ProposedMessage) (uint64, bool) {
+func (f *Server) repeat(idx []int, proposed []*api.AppendReq_ProposedMessage) (uint64, bool) {
 	first := protoID(proposed[0].GetId())
 	for i, at := range idx {
 		if f.log[at].id == first && f.matches(idx, int64(i), proposed) {
@@ -207,7 +220,7 @@ func (f *fakeServer) repeat(idx []int, proposed []*api.AppendReq_ProposedMessage
 // success answers with the stream's revision after the append and, like
 // the server, the position of the write: here the first event's, which is
 // not the last event's position when there are several.
-func (f *fakeServer) success(stream string, last uint64, n int) *api.AppendResp {
+func (f *Server) success(stream string, last uint64, n int) *api.AppendResp {
 	pos := f.log[f.streams[stream][int(last)+1-n]].pos
 	return &api.AppendResp{Result: &api.AppendResp_Success_{Success: &api.AppendResp_Success{
 		CurrentRevisionOption: &api.AppendResp_Success_CurrentRevision{CurrentRevision: last},
@@ -215,7 +228,7 @@ func (f *fakeServer) success(stream string, last uint64, n int) *api.AppendResp 
 	}}}
 }
 
-func (f *fakeServer) wrongExpected(exists bool, current int64) *api.AppendResp {
+func (f *Server) wrongExpected(exists bool, current int64) *api.AppendResp {
 	w := &api.AppendResp_WrongExpectedVersion{ExpectedRevisionOption: &api.AppendResp_WrongExpectedVersion_ExpectedAny{ExpectedAny: &shared.Empty{}}}
 	if exists {
 		w.CurrentRevisionOption = &api.AppendResp_WrongExpectedVersion_CurrentRevision{CurrentRevision: uint64(current)}
@@ -225,12 +238,12 @@ func (f *fakeServer) wrongExpected(exists bool, current int64) *api.AppendResp {
 	return &api.AppendResp{Result: &api.AppendResp_WrongExpectedVersion_{WrongExpectedVersion: w}}
 }
 
-func (f *fakeServer) Read(req *api.ReadReq, rs api.Streams_ReadServer) error {
+func (f *Server) Read(req *api.ReadReq, rs api.Streams_ReadServer) error {
 	opts := req.GetOptions()
 	if s := opts.GetStream(); s != nil {
 		return f.readStream(opts, s, rs)
 	}
-	if f.denyAll {
+	if f.DenyAll {
 		return status.Error(codes.PermissionDenied, "access denied to $all")
 	}
 	if opts.GetSubscription() != nil {
@@ -239,11 +252,11 @@ func (f *fakeServer) Read(req *api.ReadReq, rs api.Streams_ReadServer) error {
 	return f.readAll(opts, rs)
 }
 
-func (f *fakeServer) readStream(opts *api.ReadReq_Options, s *api.ReadReq_Options_StreamOptions, rs api.Streams_ReadServer) error {
+func (f *Server) readStream(opts *api.ReadReq_Options, s *api.ReadReq_Options_StreamOptions, rs api.Streams_ReadServer) error {
 	name := string(s.GetStreamIdentifier().GetStreamName())
 	f.mu.Lock()
 	idx := f.streams[name]
-	var out []fakeRecord
+	var out []record
 	if len(idx) > 0 {
 		backwards := opts.GetReadDirection() == api.ReadReq_Options_Backwards
 		start := int64(0)
@@ -269,10 +282,10 @@ func (f *fakeServer) readStream(opts *api.ReadReq_Options, s *api.ReadReq_Option
 	return sendAll(rs, out)
 }
 
-func (f *fakeServer) readAll(opts *api.ReadReq_Options, rs api.Streams_ReadServer) error {
+func (f *Server) readAll(opts *api.ReadReq_Options, rs api.Streams_ReadServer) error {
 	all := opts.GetAll()
 	f.mu.Lock()
-	var out []fakeRecord
+	var out []record
 	if opts.GetReadDirection() == api.ReadReq_Options_Backwards {
 		for i := len(f.log) - 1; i >= 0 && uint64(len(out)) < opts.GetCount(); i-- {
 			out = append(out, f.log[i])
@@ -292,7 +305,7 @@ func (f *fakeServer) readAll(opts *api.ReadReq_Options, rs api.Streams_ReadServe
 	return sendAll(rs, out)
 }
 
-func (f *fakeServer) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadServer) error {
+func (f *Server) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadServer) error {
 	keep, err := subscriptionFilter(opts.GetFilter())
 	if err != nil {
 		return err
@@ -309,12 +322,12 @@ func (f *fakeServer) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadSer
 	sent := 0 // records of the log looked at
 	for {
 		f.mu.Lock()
-		batch := append([]fakeRecord(nil), f.log[sent:]...)
+		batch := append([]record(nil), f.log[sent:]...)
 		sent = len(f.log)
 		changed := f.changed
 		f.mu.Unlock()
 		for _, r := range batch {
-			if r.pos < after || r.pos == after && !f.inclusive {
+			if r.pos < after || r.pos == after && !f.Inclusive {
 				continue
 			}
 			if !keep(r) {
@@ -325,7 +338,7 @@ func (f *fakeServer) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadSer
 				}
 				continue
 			}
-			if err := sendAll(rs, []fakeRecord{r}); err != nil {
+			if err := sendAll(rs, []record{r}); err != nil {
 				return err
 			}
 		}
@@ -337,9 +350,9 @@ func (f *fakeServer) subscribe(opts *api.ReadReq_Options, rs api.Streams_ReadSer
 	}
 }
 
-func subscriptionFilter(fo *api.ReadReq_Options_FilterOptions) (func(fakeRecord) bool, error) {
+func subscriptionFilter(fo *api.ReadReq_Options_FilterOptions) (func(record) bool, error) {
 	if fo == nil {
-		return func(fakeRecord) bool { return true }, nil
+		return func(record) bool { return true }, nil
 	}
 	expr, onType := fo.GetEventType(), true
 	if expr == nil {
@@ -352,7 +365,7 @@ func subscriptionFilter(fo *api.ReadReq_Options_FilterOptions) (func(fakeRecord)
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
-	return func(r fakeRecord) bool {
+	return func(r record) bool {
 		s := r.stream
 		if onType {
 			s = r.typ
@@ -369,7 +382,7 @@ func subscriptionFilter(fo *api.ReadReq_Options_FilterOptions) (func(fakeRecord)
 	}, nil
 }
 
-func sendAll(rs api.Streams_ReadServer, records []fakeRecord) error {
+func sendAll(rs api.Streams_ReadServer, records []record) error {
 	for _, r := range records {
 		most, least := esdb.UUIDAsInt64(r.id)
 		ev := &api.ReadResp_ReadEvent_RecordedEvent{
