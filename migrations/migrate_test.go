@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -134,5 +135,55 @@ func TestErrorsCarryNoDriverType(t *testing.T) {
 	}
 	if _, err := migrations.Apply(ctx, pool); err == nil || errors.As(err, &pgErr) {
 		t.Fatalf("Apply on a damaged version table: %v (%T)", err, err)
+	}
+}
+
+// TestCheck: Check names the database and how far it is migrated, and
+// changes nothing.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	if err := migrations.Check(ctx, pool); err != nil {
+		t.Fatalf("a migrated database: %v", err)
+	}
+	var db string
+	if err := pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := migrations.All()
+
+	// Behind: the last migration not recorded.
+	last := all[len(all)-1]
+	if _, err := pool.Exec(ctx, `DELETE FROM reviewledger_migration WHERE version = $1`, last.Version); err != nil {
+		t.Fatal(err)
+	}
+	err := migrations.Check(ctx, pool)
+	var nm *migrations.NotMigratedError
+	if !errors.Is(err, migrations.ErrNotMigrated) || !errors.As(err, &nm) || nm.Missing.Version != last.Version {
+		t.Fatalf("behind: %v (%+v)", err, nm)
+	}
+	if want := fmt.Sprintf("database %s is not migrated (version %d of %d)", db, len(all)-1, len(all)); err.Error() != want {
+		t.Fatalf("behind: %q, want %q", err, want)
+	}
+
+	// Never migrated: an empty schema of its own stays empty.
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA fresh`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["search_path"] = "fresh"
+	fresh, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fresh.Close)
+	err = migrations.Check(ctx, fresh)
+	if want := fmt.Sprintf("database %s is not migrated (version 0 of %d)", db, len(all)); err == nil || err.Error() != want {
+		t.Fatalf("never migrated: %v, want %q", err, want)
+	}
+	var tables int
+	if err := fresh.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'fresh'`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("Check created %d tables (%v)", tables, err)
 	}
 }
