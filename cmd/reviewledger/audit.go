@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/reviewledger/reviewledger/api/audit"
-	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // AuditCmd groups the auditor's commands.
@@ -18,20 +17,21 @@ type AuditCmd struct {
 // AuditVerifyCmd checks hash chains, audit anchors and review_summary.
 type AuditVerifyCmd struct {
 	Config   `embed:""`
-	Review   string `name:"review" help:"Verify only this review."`
-	NoAnchor bool   `name:"no-anchor" help:"Check the audit anchors but do not advance them."`
+	Store    StoreConfig `embed:""`
+	Review   string      `name:"review" help:"Verify only this review."`
+	NoAnchor bool        `name:"no-anchor" help:"Check the audit anchors but do not advance them."`
 }
 
 // Run verifies, prints each damaged review and a summary, and fails when
 // anything is damaged.
 func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
-	pool, store, closeDB, err := openLedgerDB(ctx, c.DatabaseURL, log, true)
+	db, err := openLedger(ctx, &c.Config, c.Store, log)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	anchors := audit.PGAnchors{Pool: pool}
-	v := &audit.Verifier{Store: store, Histories: ledger.New(store), Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}, anchors}}
+	defer db.Close()
+	anchors := audit.PGAnchors{Pool: db.Pool}
+	v := &audit.Verifier{Store: db.Store, Histories: db.Ledger, Witnesses: []audit.Witness{audit.PGSummaries{Pool: db.Pool}, anchors}}
 	if !c.NoAnchor {
 		v.Anchors = anchors
 	}
@@ -42,13 +42,18 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 	for _, d := range rep.Damaged {
 		fmt.Fprintf(out, "DAMAGED %s\n", d)
 	}
+	n := len(audit.DamagedIDs(rep.Damaged))
 	status := "intact"
-	if n := len(audit.DamagedIDs(rep.Damaged)); n > 0 {
+	if n > 0 {
 		status = fmt.Sprintf("%d DAMAGED", n)
 	}
 	if _, err := fmt.Fprintf(out, "audit verify: %d reviews, %d events checked: %s; %d anchors advanced\n",
 		rep.Reviews, rep.Events, status, rep.Anchored); err != nil {
 		return err
 	}
-	return rep.Err()
+	if n > 0 {
+		// Each damage is on its own line above; the error stays one line.
+		return fmt.Errorf("%d of %d reviews damaged (each named above): %w", n, rep.Reviews, audit.ErrDamaged)
+	}
+	return nil
 }

@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -58,9 +56,9 @@ func (c *CapacityCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) 
 		}
 		return writeCapacity(out, c.input(), cp)
 	}
-	pool, err := pgxpool.New(ctx, c.DatabaseURL)
+	pool, err := openMigrated(ctx, &c.Config)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
 	defer pool.Close()
 	return capacityFromDB(ctx, out, projections.NewDB(pool), c.Policy, c.Window, time.Now())

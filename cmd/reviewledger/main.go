@@ -49,7 +49,8 @@ func main() {
 
 // run parses args and the environment, validates the configuration and runs
 // the chosen command. It returns the process exit code: 0 on success, 2 for
-// a usage or configuration error, 1 when the command fails.
+// a usage or configuration error, 1 when the command fails. Either error is
+// one line on stderr naming what failed (output.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cli CLI
 	exit := -1
@@ -72,7 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "reviewledger:", err)
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	name := commandName(kctx.Command())
+	logger := newLogger(name, stderr)
 	slog.SetDefault(logger)
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.BindTo(stdout, (*io.Writer)(nil))
@@ -81,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return 0 // stopped by a signal
 		}
-		logger.Error("command failed", "command", kctx.Command(), "error", err.Error())
+		fmt.Fprintln(stderr, failure(name, err))
 		return 1
 	}
 	return 0

@@ -28,6 +28,8 @@ var validEnv = map[string]string{
 	"REVIEWLEDGER_CALLBACK_SECRET": "",
 	"REVIEWLEDGER_MAX_BODY_BYTES":  "",
 	"REVIEWLEDGER_SWEEP_INTERVAL":  "",
+	"REVIEWLEDGER_EVENTSTORE":      "",
+	"REVIEWLEDGER_EVENTSTORE_URL":  "",
 }
 
 func setEnv(t *testing.T, overrides map[string]string) {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/migrations"
@@ -49,8 +51,8 @@ func (c *MigrateCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) e
 // migrate applies pending migrations under the migrator's advisory lock and
 // logs what it did.
 func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int, error) {
-	if err := pool.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: cannot reach the database: %w", err)
+	if err := ping(ctx, pool); err != nil {
+		return nil, err
 	}
 	applied, err := migrations.Apply(ctx, pool)
 	if err != nil {
@@ -58,6 +60,30 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int, 
 	}
 	log.Info("migrations applied", "versions", applied)
 	return applied, nil
+}
+
+// sqlstateNoDatabase is PostgreSQL's invalid_catalog_name: the database
+// named in the connection string does not exist.
+const sqlstateNoDatabase = "3D000"
+
+// ping checks that the database answers. The error names DATABASE_URL and,
+// when the server answers but has no such database, says so in one line
+// with the command that creates it.
+func ping(ctx context.Context, pool *pgxpool.Pool) error {
+	err := pool.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == sqlstateNoDatabase {
+		cc := pool.Config().ConnConfig
+		return fmt.Errorf("DATABASE_URL: database %q does not exist on %s:%d; create it (createdb -h %s -p %d -U %s %s) or name another",
+			cc.Database, cc.Host, cc.Port, cc.Host, cc.Port, cc.User, cc.Database)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("DATABASE_URL: cannot reach the database: %v", err)
 }
 
 func printStatus(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error {

@@ -23,7 +23,8 @@ type ProjectionsCmd struct {
 // them in; readers and a running server carry on meanwhile.
 type ProjectionsRebuildCmd struct {
 	Config `embed:""`
-	Names  []string `arg:"" optional:"" name:"name" help:"Projection to rebuild: review_summary, manual_queue or slo."`
+	Store  StoreConfig `embed:""`
+	Names  []string    `arg:"" optional:"" name:"name" help:"Projection to rebuild: review_summary, manual_queue or slo."`
 }
 
 // Validate refuses unknown projection names.
@@ -39,7 +40,7 @@ func (c *ProjectionsRebuildCmd) Validate() error {
 
 // Run rebuilds and prints what each rebuild read.
 func (c *ProjectionsRebuildCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
-	return withProjections(ctx, &c.Config, log, func(r *projections.Runner) error {
+	return withProjections(ctx, &c.Config, c.Store, log, func(r *projections.Runner) error {
 		results, err := r.Rebuild(ctx, c.Names...)
 		for _, res := range results {
 			fmt.Fprintf(out, "rebuilt %s (version %d) from %d events up to %s in %s\n",
@@ -52,7 +53,8 @@ func (c *ProjectionsRebuildCmd) Run(ctx context.Context, log *slog.Logger, out i
 // ProjectionsStatusCmd prints every projection's checkpoint and lag.
 type ProjectionsStatusCmd struct {
 	Config `embed:""`
-	MaxLag int64 `name:"max-lag" default:"1000000" help:"Count at most this many events of lag per projection."`
+	Store  StoreConfig `embed:""`
+	MaxLag int64       `name:"max-lag" default:"1000000" help:"Count at most this many events of lag per projection."`
 }
 
 // Run prints one line per projection.
@@ -60,7 +62,7 @@ func (c *ProjectionsStatusCmd) Run(ctx context.Context, log *slog.Logger, out io
 	if c.MaxLag < 1 {
 		return fmt.Errorf("--max-lag: must be at least 1, got %d", c.MaxLag)
 	}
-	return withProjections(ctx, &c.Config, log, func(r *projections.Runner) error {
+	return withProjections(ctx, &c.Config, c.Store, log, func(r *projections.Runner) error {
 		status, err := r.Status(ctx, c.MaxLag)
 		if err != nil {
 			return err
@@ -94,15 +96,15 @@ func lag(s projections.Status) string {
 	return fmt.Sprint(s.LagEvents)
 }
 
-// withProjections opens the database (migrating it) and the ledger, and
-// runs fn with a projection runner over them.
-func withProjections(ctx context.Context, cfg *Config, log *slog.Logger, fn func(*projections.Runner) error) error {
-	pool, store, closeDB, err := openLedgerDB(ctx, cfg.DatabaseURL, log, true)
+// withProjections opens the database and the configured ledger, and runs
+// fn with a projection runner over them.
+func withProjections(ctx context.Context, cfg *Config, sc StoreConfig, log *slog.Logger, fn func(*projections.Runner) error) error {
+	db, err := openLedger(ctx, cfg, sc, log)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Logger: log})
+	defer db.Close()
+	r, err := projections.NewRunner(projections.Config{Pool: db.Pool, Store: db.Store, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -9,15 +9,15 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
-	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // ReplayCmd prints a review's timeline and the state rebuilt from it, then
 // the conflicting completions recorded in its conflict stream.
 type ReplayCmd struct {
 	Config `embed:""`
-	ID     string `arg:"" name:"id" help:"The review to replay."`
-	AsOf   string `name:"as-of" help:"Replay only the events up to this time (RFC 3339, e.g. 2026-11-30T12:00:00Z)."`
+	Store  StoreConfig `embed:""`
+	ID     string      `arg:"" name:"id" help:"The review to replay."`
+	AsOf   string      `name:"as-of" help:"Replay only the events up to this time (RFC 3339, e.g. 2026-11-30T12:00:00Z)."`
 
 	asOf time.Time
 }
@@ -39,12 +39,12 @@ func (c *ReplayCmd) Validate() error {
 
 // Run reads the review's stream and renders it. It only reads.
 func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
-	_, store, closeDB, err := openLedgerDB(ctx, c.DatabaseURL, log, false)
+	db, err := openLedger(ctx, &c.Config, c.Store, log)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
-	led := ledger.New(store)
+	defer db.Close()
+	led := db.Ledger
 	h, err := led.History(ctx, c.ID)
 	if err != nil {
 		return err

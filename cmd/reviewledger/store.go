@@ -79,21 +79,3 @@ func (c StoreConfig) open(ctx context.Context, pool *pgxpool.Pool, reg prometheu
 	}
 	return s, s.Close, nil
 }
-
-// openLedgerDB opens the database and the PostgreSQL ledger for the
-// operator commands (audit, replay, projections), applying pending
-// migrations first when migrateFirst is set. close releases both.
-func openLedgerDB(ctx context.Context, databaseURL string, log *slog.Logger, migrateFirst bool) (*pgxpool.Pool, *pgstore.Store, func(), error) {
-	pool, err := pgxpool.New(ctx, databaseURL)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	if migrateFirst {
-		if _, err := migrate(ctx, pool, log); err != nil {
-			pool.Close()
-			return nil, nil, nil, err
-		}
-	}
-	store := pgstore.New(pool, pgstore.Config{Logger: log})
-	return pool, store, func() { store.Close(); pool.Close() }, nil
-}

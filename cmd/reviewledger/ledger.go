@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/migrations"
+)
+
+// ledgerDB is what an operator command works on: the PostgreSQL database
+// (read models, audit anchors and checkpoints, whatever the ledger's
+// backend) and the ledger REVIEWLEDGER_EVENTSTORE selects.
+type ledgerDB struct {
+	Pool   *pgxpool.Pool
+	Store  eventstore.Store
+	Ledger *ledger.Ledger
+	close  func()
+}
+
+// Close releases the ledger and the database.
+func (db *ledgerDB) Close() { db.close() }
+
+// openLedger opens the database and the configured ledger for an operator
+// command (audit, replay, projections). It never migrates: only serve and
+// migrate change the schema, so a database that lacks migrations is refused
+// with one line naming it and how far it is migrated.
+func openLedger(ctx context.Context, cfg *Config, sc StoreConfig, log *slog.Logger) (*ledgerDB, error) {
+	pool, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	store, closeStore, err := sc.open(ctx, pool, nil, log)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &ledgerDB{Pool: pool, Store: store, Ledger: ledger.New(store), close: func() { closeStore(); pool.Close() }}, nil
+}
+
+// openMigrated opens DATABASE_URL and checks, changing nothing, that it has
+// every migration of this program.
+func openMigrated(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if err := ping(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := migrations.Check(ctx, pool); err != nil {
+		pool.Close()
+		if errors.Is(err, migrations.ErrNotMigrated) {
+			return nil, fmt.Errorf(`%w: run "reviewledger migrate"`, err)
+		}
+		return nil, err
+	}
+	return pool, nil
+}
