@@ -31,6 +31,9 @@ func TestDecision(t *testing.T) {
 		{"bad state", decisionJSON("approved", 1, ""), "invalid-decision", "state"},
 		{"no state", `{"expected_version":1}`, "invalid-decision", "state"},
 		{"malformed", `{`, "invalid-request", "body"},
+		{"state twice", `{"state":"rejected","state":"accepted","expected_version":1}`, "invalid-request", "state"},
+		{"invalid UTF-8 in the note", "{\"state\":\"rejected\",\"note\":\"\xff\",\"expected_version\":1}", "invalid-request", "note"},
+		{"a lone surrogate in the note", `{"state":"rejected","note":"\udc00","expected_version":1}`, "invalid-request", "note"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantProblem(t, h.do("POST", "/v1/reviews/r1/decision", moderatorToken, tc.body), http.StatusBadRequest, tc.kind, tc.field)

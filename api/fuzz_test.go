@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/reviewledger/reviewledger/domain"
 )
@@ -22,6 +24,11 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"review_id":"r1","content_class":"c","content":null}`,
 		`{"review_id":"r1","content_class":"c","content_type":"a/b; c=\"d\"","content":"\u00e9"}`,
 		`[]`, `{`, ``, `null`, `{"review_id":"r1"} trailing`,
+		`{"review_id":"r1","review_id":"r2","content_class":"c","content":"x"}`,
+		`{"review_id":"r1","content_class":"c","content":"\ud800"}`,
+		`{"review_id":"r1","content_class":"c","content":"\ud83d\ude00"}`,
+		`{"review_id":"r1","content_class":"c","content":"AP8=","content_encoding":"base64"}`,
+		"{\"review_id\":\"r1\",\"content_class\":\"c\",\"content\":\"\xff\"}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -39,6 +46,14 @@ func FuzzDecodeSubmit(f *testing.F) {
 		}
 		if domain.ValidateReviewID(req.ReviewID) != nil || req.ContentClass == "" || req.ContentType == "" || req.Content == nil {
 			t.Fatalf("accepted an invalid submission %+v from %q", req, body)
+		}
+		// Nothing accepted was altered on the way in: the body was UTF-8
+		// text, and so is every string the server read from it.
+		if !utf8.Valid(body) || !utf8.ValidString(req.ReviewID+req.ContentClass+req.ContentType) {
+			t.Fatalf("accepted text that is not UTF-8 from %q", body)
+		}
+		if !bytes.Contains(body, []byte("content_encoding")) && !utf8.Valid(req.Content) {
+			t.Fatalf("content %q from %q is not what a JSON string holds", req.Content, body)
 		}
 	})
 }

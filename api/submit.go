@@ -2,10 +2,9 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 
@@ -21,7 +20,14 @@ type submitBody struct {
 	ContentClass string          `json:"content_class"`
 	ContentType  string          `json:"content_type"`
 	Content      json.RawMessage `json:"content"`
+	// ContentEncoding (an extension) is "base64" when content is a string
+	// holding the bytes to review in standard base64: the way to submit
+	// content that is not UTF-8 text.
+	ContentEncoding string `json:"content_encoding"`
 }
+
+// EncodingBase64 is the content_encoding of binary content.
+const EncodingBase64 = "base64"
 
 // DefaultContentType is assumed when a submission names none.
 const DefaultContentType = "text/plain"
@@ -29,11 +35,12 @@ const DefaultContentType = "text/plain"
 // maxContentTypeLen bounds the content_type field.
 const maxContentTypeLen = 255
 
-// decodeSubmit parses and validates a submit body. The content is the
-// string's UTF-8 bytes when "content" is a JSON string, otherwise the JSON
-// value itself (object or array), byte for byte. Errors are
-// *domain.FieldError naming the field at fault; they wrap ErrInvalidRequest
-// or domain.ErrInvalidReviewID (both 400).
+// decodeSubmit parses and validates a submit body (decodeJSON's strict
+// rules). The content is the string's UTF-8 bytes when "content" is a JSON
+// string, the bytes its base64 encodes with content_encoding "base64",
+// otherwise the JSON value itself (object or array), byte for byte. Errors
+// are *domain.FieldError naming the field at fault; they wrap
+// ErrInvalidRequest or domain.ErrInvalidReviewID (both 400).
 func decodeSubmit(body []byte) (engine.SubmitRequest, error) {
 	var b submitBody
 	if err := decodeJSON(body, &b); err != nil {
@@ -57,18 +64,30 @@ func decodeSubmit(body []byte) (engine.SubmitRequest, error) {
 	if _, _, err := mime.ParseMediaType(b.ContentType); err != nil {
 		return engine.SubmitRequest{}, fieldError("content_type", fmt.Sprintf("not a media type: %v", err))
 	}
-	content, err := contentBytes(b.Content)
+	content, err := contentBytes(b.Content, b.ContentEncoding)
 	if err != nil {
 		return engine.SubmitRequest{}, err
 	}
 	return engine.SubmitRequest{ReviewID: b.ReviewID, ContentClass: b.ContentClass, ContentType: b.ContentType, Content: content}, nil
 }
 
-func contentBytes(raw json.RawMessage) ([]byte, error) {
+func contentBytes(raw json.RawMessage, encoding string) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
+	case encoding != "" && encoding != EncodingBase64:
+		return nil, fieldError("content_encoding", fmt.Sprintf("must be %q or absent, got %q", EncodingBase64, encoding))
 	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
 		return nil, fieldError("content", "is required")
+	case encoding == EncodingBase64:
+		var s string
+		if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return nil, fieldError("content", "must be a JSON string with content_encoding base64")
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil {
+			return nil, fieldError("content", "is not standard base64 (RFC 4648, padded)")
+		}
+		return b, nil
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -80,29 +99,6 @@ func contentBytes(raw json.RawMessage) ([]byte, error) {
 	default:
 		return nil, fieldError("content", "must be a string, an object or an array")
 	}
-}
-
-// decodeJSON decodes one JSON object into v, naming the field of a type
-// mismatch. Unknown fields are ignored; anything after the object is not.
-func decodeJSON(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return fieldError("body", "is empty; a JSON object is required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return fieldError(te.Field, fmt.Sprintf("must be a JSON %s", te.Type.Kind()))
-		}
-		if errors.As(err, &te) {
-			return fieldError("body", "must be a JSON object")
-		}
-		return fieldError("body", fmt.Sprintf("malformed JSON: %v", err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fieldError("body", "unexpected data after the JSON object")
-	}
-	return nil
 }
 
 // submit is POST /v1/reviews: 202 for a new review, 200 with the current
