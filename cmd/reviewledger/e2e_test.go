@@ -304,7 +304,7 @@ func baseServeEnv(t *testing.T, dbURL, providerURL string) map[string]string {
 		t.Fatal(err)
 	}
 	return map[string]string{
-		"DATABASE_URL":                 dbURL,
+		"DATABASE_URL":                 withPoolMax(t, dbURL, e2ePoolMax),
 		"REVIEWLEDGER_POLICY":          policy,
 		"REVIEWLEDGER_PROVIDER":        "http",
 		"REVIEWLEDGER_PROVIDER_URL":    providerURL,
@@ -317,6 +317,26 @@ func baseServeEnv(t *testing.T, dbURL, providerURL string) map[string]string {
 		// the parallel scenarios run in.
 		"REVIEWLEDGER_RETRY_BUDGET": "1",
 	}
+}
+
+// e2ePoolMax is the pool of each server (pool_max_conns in its
+// DATABASE_URL): with the projections' lock connections about a dozen
+// connections per server, so that the tests stay within a stock
+// PostgreSQL's max_connections of 100 (serve would size its pool for its
+// 16 workers otherwise).
+const e2ePoolMax = 8
+
+// withPoolMax returns the connection URL with pool_max_conns set.
+func withPoolMax(t *testing.T, dbURL string, n int) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // freeAddr returns a 127.0.0.1 address nothing listens on now.

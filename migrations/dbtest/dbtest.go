@@ -19,6 +19,11 @@
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable; its user must
 // be allowed to create databases. When the server cannot be reached the test
 // is skipped, except when the environment variable CI is set: then it fails.
+//
+// At most TEST_DATABASE_SLOTS (default DefaultSlots) test databases are in
+// use at once on the machine, across every test binary (slot.go), so that
+// a run stays within a stock server's max_connections of 100 however many
+// packages go test runs in parallel.
 package dbtest
 
 import (
@@ -26,6 +31,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -86,6 +92,7 @@ func URL(tb testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), setupBudget)
 	defer cancel()
 
+	acquireSlot(tb, base)
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
 		unreachable(tb, base, err)
@@ -155,7 +162,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
 			return "", err
 		}
-	case err != pgx.ErrNoRows:
+	case !errors.Is(err, pgx.ErrNoRows):
 		return "", err
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
