@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -114,7 +115,9 @@ func TestCallbacksThroughTheEngine(t *testing.T) {
 	go func() { done <- w.svc.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Review: %v", err)
+		}
 	}()
 	w.submit("cb-1", "caption_suggestion", "text")
 	// Wait for the attempt to start (the provider took it asynchronously).

@@ -165,7 +165,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 // ListenAndServe listens on addr and serves until ctx is done.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	l, err := net.Listen("tcp", addr)
+	l, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}

@@ -91,7 +91,7 @@ func TestQueries(t *testing.T) {
 	b := s.submit("b", "transcript_import", sec(1))
 	b = s.attempt(b, sec(1))
 	b = s.timeout(b, domain.ClassDeadlineExceeded, sec(21))
-	b = s.add(b)(one(b.Escalate(domain.ReasonRetryBudgetExhausted, "", sec(22)))) // queued at 22 s
+	s.add(b)(one(b.Escalate(domain.ReasonRetryBudgetExhausted, "", sec(22)))) // queued at 22 s
 
 	c := s.submit("c", "publishing_rule", sec(2))
 	c = s.attempt(c, sec(2))

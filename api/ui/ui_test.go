@@ -13,7 +13,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func serve(t *testing.T, method, target string, hdr http.Header) *http.Response {
+// served is an answer of the handler, read whole.
+type served struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+func serve(t *testing.T, method, target string, hdr http.Header) served {
 	t.Helper()
 	r := httptest.NewRequest(method, target, nil)
 	for k, v := range hdr {
@@ -21,7 +28,13 @@ func serve(t *testing.T, method, target string, hdr http.Header) *http.Response 
 	}
 	w := httptest.NewRecorder()
 	Handler().ServeHTTP(w, r)
-	return w.Result()
+	res := w.Result()
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return served{StatusCode: res.StatusCode, Header: res.Header, Body: body}
 }
 
 func TestHandlerServesPageAndAssets(t *testing.T) {
@@ -39,7 +52,7 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			t.Parallel()
 			res := serve(t, http.MethodGet, tc.path, nil)
-			body, _ := io.ReadAll(res.Body)
+			body := res.Body
 			if res.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, want 200", res.StatusCode)
 			}
@@ -88,7 +101,7 @@ func TestHandlerRevalidatesWithETag(t *testing.T) {
 func TestHandlerHead(t *testing.T) {
 	t.Parallel()
 	res := serve(t, http.MethodHead, "/", nil)
-	body, _ := io.ReadAll(res.Body)
+	body := res.Body
 	if res.StatusCode != http.StatusOK || len(body) != 0 {
 		t.Fatalf("HEAD /: status %d, %d body bytes; want 200 and none", res.StatusCode, len(body))
 	}

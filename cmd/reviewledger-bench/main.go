@@ -62,6 +62,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
 		os.Exit(2)
 	}
+	os.Exit(runMain(cfg))
+}
+
+// runMain runs the benchmark and returns the exit status: 1 when it failed.
+func runMain(cfg Config) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	report, err := run(ctx, cfg)
@@ -70,8 +75,9 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func (c Config) validate() error {

@@ -185,7 +185,7 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 		case <-s.done:
 			return nil, fmt.Errorf("serve exited: %v\n%s", s.err, s.logs.String())
 		case <-ctx.Done():
-			s.stop()
+			_ = s.stop() // the context's end is the error to report
 			return nil, ctx.Err()
 		default:
 		}
@@ -196,7 +196,7 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 			}
 		}
 		if time.Now().After(deadline) {
-			s.stop()
+			_ = s.stop() // not answering is the error to report
 			return nil, fmt.Errorf("serve did not answer /healthz in 60s\n%s", s.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)

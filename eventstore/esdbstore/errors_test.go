@@ -36,7 +36,7 @@ func TestSentinel(t *testing.T) {
 		{esdb.ErrorCodeInternalServer, ErrServer},
 	}
 	for _, tc := range tests {
-		if got := sentinel(tc.code); got != tc.want {
+		if got := sentinel(tc.code); got != tc.want { //nolint:errorlint // the sentinel itself, never a wrapping error
 			t.Errorf("sentinel(%d) = %v, want %v", tc.code, got, tc.want)
 		}
 	}
@@ -58,7 +58,7 @@ func TestGRPCSentinel(t *testing.T) {
 		{codes.InvalidArgument, ErrServer},
 	}
 	for _, tc := range tests {
-		if got := grpcSentinel(tc.code); got != tc.want {
+		if got := grpcSentinel(tc.code); got != tc.want { //nolint:errorlint // the sentinel itself, never a wrapping error
 			t.Errorf("grpcSentinel(%s) = %v, want %v", tc.code, got, tc.want)
 		}
 	}
@@ -110,7 +110,7 @@ func TestDeletedIsMissing(t *testing.T) {
 		t.Fatalf("deleted stream: %v, want ErrStreamDeleted and ErrStreamNotFound", err)
 	}
 	other := fmt.Errorf("read s: %w", ErrUnavailable)
-	if got := deletedIsMissing(other); got != other {
+	if got := deletedIsMissing(other); got != other { //nolint:errorlint // the very error passed in, unwrapped
 		t.Fatalf("other error changed: %v", got)
 	}
 }

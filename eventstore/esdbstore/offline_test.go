@@ -191,7 +191,7 @@ func TestArgumentsCheckedBeforeTheServer(t *testing.T) {
 	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.WaitForEvents(canceled, eventstore.Start); err != context.Canceled {
+	if err := s.WaitForEvents(canceled, eventstore.Start); err != context.Canceled { //nolint:errorlint // ctx.Err() itself, as the port says
 		t.Errorf("WaitForEvents with a canceled ctx: %v, want context.Canceled", err)
 	}
 }

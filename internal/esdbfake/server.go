@@ -11,6 +11,7 @@
 package esdbfake
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -71,7 +72,7 @@ func (f *Server) Start(t testing.TB) string {
 	f.streams = make(map[string][]int)
 	f.changed = make(chan struct{})
 	f.system("$$$settings", "$metadata")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +254,8 @@ func (f *Server) Read(req *api.ReadReq, rs api.Streams_ReadServer) error {
 }
 
 func (f *Server) readStream(opts *api.ReadReq_Options, s *api.ReadReq_Options_StreamOptions, rs api.Streams_ReadServer) error {
-	name := string(s.GetStreamIdentifier().GetStreamName())
 	f.mu.Lock()
-	idx := f.streams[name]
+	idx := f.streams[string(s.GetStreamIdentifier().GetStreamName())]
 	var out []record
 	if len(idx) > 0 {
 		backwards := opts.GetReadDirection() == api.ReadReq_Options_Backwards

@@ -30,14 +30,18 @@ import (
 // DATABASE_URL is given.
 const defaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
-func main() {
+func main() { os.Exit(exitCode()) }
+
+// exitCode runs the load and returns the process's exit status: 2 for bad
+// flags, 1 when the run failed.
+func exitCode() int {
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -47,8 +51,9 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func parseFlags(args []string, errOut io.Writer) (Config, error) {

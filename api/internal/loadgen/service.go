@@ -156,7 +156,7 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		pool.Close()
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = sim.Close()
 		store.Close()
