@@ -1,5 +1,6 @@
 # reviewledger — run `make help` for the targets.
 
+SHELL    := bash
 GO       ?= go
 PKGS     ?= ./...
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -18,17 +19,12 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: services
-services: ## Start PostgreSQL and NATS when they are not running (.ci/services).
+services: ## Start PostgreSQL and NATS when they are not running (.ci/services); never reconfigures them.
 	@.ci/services >/dev/null
 
 .PHONY: run
 run: services ## Run the service locally (serve), with development tokens unless REVIEWLEDGER_TOKENS is set.
-	@if [ -z "$$REVIEWLEDGER_TOKENS" ]; then \
-		echo "REVIEWLEDGER_TOKENS unset; development tokens (role:name:token):"; \
-		echo "$(DEV_TOKENS)" | tr ',' '\n' | sed 's/^/  /'; \
-	fi
-	@echo "Open http://localhost$${REVIEWLEDGER_ADDR:-:8080}/ and sign in with a token (moderator: queue; auditor: history; admin: everything)."
-	@echo "Submit: curl -H 'Authorization: Bearer <submitter token>' -H 'Content-Type: application/json' -d '{\"review_id\":\"r1\",\"content_class\":\"caption_suggestion\",\"content_type\":\"text/plain\",\"content\":\"hello\"}' http://localhost$${REVIEWLEDGER_ADDR:-:8080}/v1/reviews"
+	@.ci/devinfo "$(DEV_TOKENS)"
 	@if [ -z "$$DATABASE_URL" ]; then \
 		psql -h localhost -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'reviewledger'" 2>/dev/null | grep -q 1 || \
 		createdb -h localhost -U postgres reviewledger 2>/dev/null || true; \
@@ -40,13 +36,13 @@ build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger
 
 .PHONY: test
-test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS).
-	$(GO) test -race -count=1 $(PKGS)
+test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS); the last line names every skipped test and why.
+	$(GO) run ./internal/testreport -race -count=1 $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, runner throughput.
+bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, runner throughput; BELOW TARGET marks a figure under its target.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
-	REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(ok|FAIL)'
+	set -o pipefail; REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(--- )?FAIL'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
 	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/runner/
 	$(GO) run ./api/internal/loadgen
@@ -64,7 +60,7 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## Vet the code and check its formatting (and golangci-lint when installed).
+lint: ## Vet, check formatting, and run golangci-lint (the version pinned in go.mod, configured by .golangci.yml).
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
-	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run $(PKGS); fi
+	$(GO) tool golangci-lint run $(PKGS)

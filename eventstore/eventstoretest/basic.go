@@ -60,7 +60,7 @@ func testExpectedRevision(t *testing.T, s eventstore.Store) {
 		{"exact 0 on missing stream", false, eventstore.Exact(0), false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		run(t, tc.name, func(t *testing.T) {
 			stream := streamName("missing")
 			if tc.existing {
 				stream = streamName("existing")
@@ -103,7 +103,7 @@ func testInvalidEvents(t *testing.T, s eventstore.Store) {
 		"malformed id": {{ID: "not-a-uuid", Type: "Happened", Data: []byte(`{}`)}},
 	}
 	for name, evs := range tests {
-		t.Run(name, func(t *testing.T) {
+		run(t, name, func(t *testing.T) {
 			_, err := s.Append(ctxFor(t), stream, eventstore.Any, evs...)
 			if !errors.Is(err, eventstore.ErrInvalidEvent) {
 				t.Fatalf("got %v, want ErrInvalidEvent", err)
@@ -156,7 +156,7 @@ func testReadAll(t *testing.T, s eventstore.Store) {
 		}
 	}
 
-	t.Run("limit", func(t *testing.T) {
+	run(t, "limit", func(t *testing.T) {
 		got, err := s.ReadAll(ctxFor(t), eventstore.Start, 2)
 		if err != nil || len(got) != 2 || got[0].ID != all[0].ID || got[1].ID != all[1].ID {
 			t.Fatalf("ReadAll(Start, 2): %d events, %v; want the first two", len(got), err)
@@ -165,7 +165,7 @@ func testReadAll(t *testing.T, s eventstore.Store) {
 			t.Fatalf("ReadAll(Start, 0): %d events, %v; want none", len(got), err)
 		}
 	})
-	t.Run("after", func(t *testing.T) {
+	run(t, "after", func(t *testing.T) {
 		for i := range all {
 			got, err := s.ReadAll(ctxFor(t), all[i].Position, 2)
 			if err != nil {
@@ -182,7 +182,7 @@ func testReadAll(t *testing.T, s eventstore.Store) {
 			}
 		}
 	})
-	t.Run("every field", func(t *testing.T) {
+	run(t, "every field", func(t *testing.T) {
 		checkSame(t, a, 0, filter(all, a), append(want[0:2:2], want[3:6]...))
 		checkSame(t, b, 0, filter(all, b), []eventstore.EventData{want[2], want[6]})
 	})
@@ -288,7 +288,7 @@ func testDuplicateEventID(t *testing.T, s eventstore.Store) {
 		{"an id in another stream", streamName("other"), eventstore.NoStream, []eventstore.EventData{first[0]}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		run(t, tc.name, func(t *testing.T) {
 			_, err := s.Append(ctxFor(t), tc.stream, tc.expected, tc.evs...)
 			if !errors.Is(err, eventstore.ErrDuplicateEventID) {
 				t.Fatalf("got %v, want ErrDuplicateEventID", err)

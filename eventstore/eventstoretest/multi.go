@@ -184,7 +184,7 @@ func testMultiDuplicateEventID(t *testing.T, s eventstore.Store) {
 		{"an id in another stream", streamName("other"), eventstore.NoStream, []eventstore.EventData{first[0]}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+		run(t, tc.name, func(t *testing.T) {
 			beside := eventstore.StreamAppend{Stream: streamName("beside"), Expected: eventstore.NoStream, Events: events(2, "Beside")}
 			results := mustAppendMulti(t, s,
 				beside,
@@ -225,7 +225,7 @@ func testMultiInvalid(t *testing.T, s eventstore.Store) {
 		"an event id in two streams":  {one(streamName("left"), shared), one(streamName("right"), shared)},
 	}
 	for name, appends := range tests {
-		t.Run(name, func(t *testing.T) {
+		run(t, name, func(t *testing.T) {
 			results, err := s.AppendMulti(ctxFor(t), appends...)
 			if !errors.Is(err, eventstore.ErrInvalidEvent) || results != nil {
 				t.Fatalf("got %d results, %v; want ErrInvalidEvent", len(results), err)

@@ -1,0 +1,19 @@
+// Package target judges measured figures against their targets, for the
+// benchmarks `make bench` runs: each figure that has a target is printed
+// with its verdict beside it, so that a figure under target cannot pass
+// unnoticed in a page of numbers.
+package target
+
+import "fmt"
+
+// Below is the verdict of a figure under its target.
+const Below = "BELOW TARGET"
+
+// Verdict is what to print beside a figure: "ok" when value reaches least,
+// otherwise "BELOW TARGET (target N)".
+func Verdict(value, least float64) string {
+	if value >= least {
+		return "ok"
+	}
+	return fmt.Sprintf("%s (target %g)", Below, least)
+}
