@@ -13,6 +13,7 @@ package audit
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,10 +44,12 @@ type StreamLister interface {
 }
 
 // Mark is what a witness last saw of a review: its stream reached Revision,
-// and the event there had Hash (empty when the witness keeps no hash).
+// and the event there had Hash (empty when the witness keeps no hash);
+// Digest, when set, is the ViewDigest of the events up to Revision.
 type Mark struct {
 	Revision uint64
 	Hash     string
+	Digest   string
 }
 
 // Witness remembers how far review streams reached.
@@ -74,7 +77,18 @@ type Verifier struct {
 	// and is advanced after the check.
 	Witnesses []Witness
 	Anchors   Anchors
-	Now       func() time.Time // default time.Now
+	// PublicKeys, when set, are the audit keys whose signed checkpoints
+	// (read from Checkpoints) are checked, and whose every signed head is
+	// a witness no database write can forge.
+	PublicKeys  []ed25519.PublicKey
+	Checkpoints CheckpointReader
+	Now         func() time.Time // default time.Now
+}
+
+// CheckpointReader reads the stored signed checkpoints (PGCheckpoints).
+type CheckpointReader interface {
+	// All returns every stored checkpoint in seq order.
+	All(ctx context.Context) ([]Stored, error)
 }
 
 // Damage is one damaged review.
@@ -96,19 +110,32 @@ type Report struct {
 	Damaged []Damage
 	// Anchored is how many anchors were advanced.
 	Anchored int
+
+	// With public keys: Checkpoints is how many signed checkpoints
+	// verified, Latest the newest of them (nil when none), Broken each
+	// checkpoint that is not what was signed (altered, removed, out of
+	// chain, or signed with another key), and Unsigned how many events
+	// checked come after every signed head of their review (appended since
+	// the last checkpoint, or never signed).
+	Checkpoints int
+	Latest      *Checkpoint
+	Broken      []string
+	Unsigned    int
 }
 
 // Err is nil when nothing is damaged, and otherwise names every damaged
-// review and wraps ErrDamaged.
+// review and broken checkpoint and wraps ErrDamaged.
 func (r Report) Err() error {
-	if len(r.Damaged) == 0 {
+	if len(r.Damaged) == 0 && len(r.Broken) == 0 {
 		return nil
 	}
-	lines := make([]string, len(r.Damaged))
-	for i, d := range r.Damaged {
-		lines[i] = d.String()
+	lines := make([]string, 0, len(r.Damaged)+len(r.Broken))
+	for _, d := range r.Damaged {
+		lines = append(lines, d.String())
 	}
-	return fmt.Errorf("%d of %d reviews damaged:\n%s: %w", len(DamagedIDs(r.Damaged)), r.Reviews, strings.Join(lines, "\n"), ErrDamaged)
+	lines = append(lines, r.Broken...)
+	return fmt.Errorf("%d of %d reviews damaged, %d signed checkpoints broken:\n%s: %w",
+		len(DamagedIDs(r.Damaged)), r.Reviews, len(r.Broken), strings.Join(lines, "\n"), ErrDamaged)
 }
 
 // DamagedIDs returns the distinct review IDs of damages, in order.
@@ -137,11 +164,15 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 			return Report{}, err
 		}
 	}
-	marks, err := v.marks(ctx, reviewID, &ids)
+	var rep Report
+	signed, err := v.signedMarks(ctx, reviewID, &rep)
 	if err != nil {
 		return Report{}, err
 	}
-	var rep Report
+	marks, err := v.marks(ctx, reviewID, &ids, signed)
+	if err != nil {
+		return Report{}, err
+	}
 	heads := make(map[string]Mark)
 	for _, id := range ids {
 		rep.Reviews++
@@ -150,6 +181,9 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 			return rep, err
 		}
 		rep.Events += n
+		if len(v.PublicKeys) > 0 {
+			rep.Unsigned += unsignedEvents(n, marks[id])
+		}
 		if len(damage) > 0 {
 			rep.Damaged = append(rep.Damaged, damage...)
 			continue
@@ -158,7 +192,7 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 			heads[id] = *head
 		}
 	}
-	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 {
+	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
 		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
 	if err := v.checkConflicts(ctx, reviewID, &rep); err != nil {
@@ -177,15 +211,103 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	return rep, nil
 }
 
+// unsignedEvents counts the events of a review of n events that come after
+// its newest signed head.
+func unsignedEvents(n int, marks []witnessMark) int {
+	covered := 0
+	for _, m := range marks {
+		if m.signed {
+			covered = max(covered, int(m.Revision)+1)
+		}
+	}
+	return max(0, n-covered)
+}
+
+// signedMarks checks the stored signed checkpoints with the public keys,
+// recording in rep what does not hold, and returns the heads of those that
+// verify as marks, by review (only reviewID's when it is set). Nothing is
+// checked without public keys.
+func (v *Verifier) signedMarks(ctx context.Context, reviewID string, rep *Report) (map[string][]witnessMark, error) {
+	if len(v.PublicKeys) == 0 {
+		return nil, nil
+	}
+	if v.Checkpoints == nil {
+		return nil, errors.New("verify signed checkpoints: no checkpoint store")
+	}
+	keys := make(map[string]ed25519.PublicKey, len(v.PublicKeys))
+	for _, k := range v.PublicKeys {
+		keys[KeyID(k)] = k
+	}
+	stored, err := v.Checkpoints.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(stored) == 0 {
+		rep.Broken = append(rep.Broken, "no signed checkpoint is stored: nothing to check the ledger against (none signed yet, or all removed)")
+		return nil, nil
+	}
+	broken := func(format string, args ...any) {
+		rep.Broken = append(rep.Broken, fmt.Sprintf(format, args...))
+	}
+	out := make(map[string][]witnessMark)
+	var (
+		expect   int64  = 1
+		prevBody []byte // the body of the checkpoint before, when it verified
+	)
+	for _, st := range stored {
+		if st.Seq > expect {
+			broken("checkpoint #%d: checkpoints #%d to #%d are missing (removed)", st.Seq, expect, st.Seq-1)
+			prevBody = nil
+		}
+		expect = st.Seq + 1
+		c, err := ParseCheckpoint(st.Body)
+		if err != nil {
+			broken("checkpoint #%d: cannot be read (altered): %v", st.Seq, err)
+			prevBody = nil
+			continue
+		}
+		key, ok := keys[c.KeyID]
+		switch {
+		case c.Seq != st.Seq:
+			broken("checkpoint #%d: its signed body says #%d (altered)", st.Seq, c.Seq)
+		case !ok:
+			broken("checkpoint #%d: signed with key %s, which is not among the public keys given", st.Seq, c.KeyID)
+		case !ed25519.Verify(key, st.Body, st.Signature):
+			broken("checkpoint #%d: the signature does not verify (altered)", st.Seq)
+		case c.Seq == 1 && c.Prev != "":
+			broken("checkpoint #1: names a checkpoint before it (the first ones were removed)")
+		case prevBody != nil && c.Prev != Digest(prevBody):
+			broken("checkpoint #%d: the checkpoint stored before it is not the one it signed (#%d altered or replaced)", st.Seq, st.Seq-1)
+		default:
+			rep.Checkpoints++
+			latest := c
+			rep.Latest = &latest
+			witness := fmt.Sprintf("signed checkpoint #%d", c.Seq)
+			for _, h := range c.Heads {
+				if reviewID == "" || h.ReviewID == reviewID {
+					out[h.ReviewID] = append(out[h.ReviewID], witnessMark{witness: witness, signed: true,
+						Mark: Mark{Revision: h.Revision, Hash: h.Hash, Digest: h.Digest}})
+				}
+			}
+			prevBody = st.Body
+			continue
+		}
+		prevBody = nil
+	}
+	return out, nil
+}
+
 // witnessMark is a mark and the witness it came from.
 type witnessMark struct {
 	witness string
+	signed  bool // from a verified signed checkpoint
 	Mark
 }
 
-// marks collects every witness's marks, adding to ids the reviews that
-// witnesses know but the ledger no longer lists (removed entirely).
-func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string) (map[string][]witnessMark, error) {
+// marks collects every witness's marks and the signed ones, adding to ids
+// the reviews that witnesses know but the ledger no longer lists (removed
+// entirely).
+func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string, signed map[string][]witnessMark) (map[string][]witnessMark, error) {
 	witnesses := slices.Clone(v.Witnesses)
 	if v.Anchors != nil && !slices.Contains(witnesses, Witness(v.Anchors)) {
 		witnesses = append(witnesses, v.Anchors)
@@ -194,14 +316,17 @@ func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string) (m
 	if reviewID != "" {
 		filter = []string{reviewID}
 	}
-	out := make(map[string][]witnessMark)
+	out := make(map[string][]witnessMark, len(signed))
+	for id, ms := range signed {
+		out[id] = append(out[id], ms...)
+	}
 	for _, w := range witnesses {
 		ms, err := w.Marks(ctx, filter)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", w.Name(), err)
 		}
 		for id, m := range ms {
-			out[id] = append(out[id], witnessMark{w.Name(), m})
+			out[id] = append(out[id], witnessMark{witness: w.Name(), Mark: m})
 		}
 	}
 	listed := make(map[string]bool, len(*ids))
@@ -255,7 +380,10 @@ func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark) ([
 				Reason: fmt.Sprintf("events after revision %d removed (%s saw revision %d)", last.Revision, m.witness, m.Revision)})
 		case m.Hash != "" && h.Events[m.Revision].Metadata.Hash != m.Hash:
 			ds = append(ds, Damage{ReviewID: id, Revision: m.Revision,
-				Reason: fmt.Sprintf("history rewritten: the event at revision %d no longer has the hash %s anchored", m.Revision, short(m.Hash))})
+				Reason: fmt.Sprintf("history rewritten: the event at revision %d no longer has the hash %s (%s)", m.Revision, short(m.Hash), m.witness)})
+		case m.Digest != "" && ViewDigest(h, m.Revision) != m.Digest:
+			ds = append(ds, Damage{ReviewID: id, Revision: m.Revision,
+				Reason: fmt.Sprintf("recorded_at, request_id or schema of an event up to revision %d altered (%s)", m.Revision, m.witness)})
 		}
 	}
 	if len(ds) > 0 {
