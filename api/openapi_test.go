@@ -149,20 +149,21 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, typ := range map[string]reflect.Type{
-		"Review":         reflect.TypeFor[reviewView](),
-		"CallbackResult": reflect.TypeFor[callbackView](),
-		"Claim":          reflect.TypeFor[projections.Claim](),
-		"SLO":            reflect.TypeFor[projections.SLOSummary](),
-		"SLOSeries":      reflect.TypeFor[projections.Series](),
-		"SLOAttempts":    reflect.TypeFor[attemptsView](),
-		"Problem":        reflect.TypeFor[Problem](),
-		"Ready":          reflect.TypeFor[readyView](),
-		"SubmitRequest":  reflect.TypeFor[submitBody](),
-		"Decision":       reflect.TypeFor[decisionBody](),
-		"Me":             reflect.TypeFor[meView](),
-		"Delivery":       reflect.TypeFor[notify.Delivery](),
-		"Deliveries":     reflect.TypeFor[deliveriesView](),
-		"WebhookEvent":   reflect.TypeFor[notify.Body](),
+		"Review":          reflect.TypeFor[reviewView](),
+		"CallbackResult":  reflect.TypeFor[callbackView](),
+		"Claim":           reflect.TypeFor[projections.Claim](),
+		"SLO":             reflect.TypeFor[projections.SLOSummary](),
+		"SLOSeries":       reflect.TypeFor[projections.Series](),
+		"SLOAttempts":     reflect.TypeFor[attemptsView](),
+		"Problem":         reflect.TypeFor[Problem](),
+		"Ready":           reflect.TypeFor[readyView](),
+		"SubmitRequest":   reflect.TypeFor[submitBody](),
+		"Decision":        reflect.TypeFor[decisionBody](),
+		"Me":              reflect.TypeFor[meView](),
+		"Delivery":        reflect.TypeFor[notify.Delivery](),
+		"Deliveries":      reflect.TypeFor[deliveriesView](),
+		"WebhookEvent":    reflect.TypeFor[notify.Body](),
+		"AuditCheckpoint": reflect.TypeFor[checkpointView](),
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

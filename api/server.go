@@ -35,6 +35,9 @@ type Deps struct {
 	// Deliveries serves the admin routes of the decision webhooks
 	// (*notify.DB); they answer 503 without it.
 	Deliveries Deliveries
+	// Checkpoints serves POST /v1/audit/checkpoints; nil (no signing key)
+	// answers 503.
+	Checkpoints Checkpoints
 }
 
 // Server is the HTTP API.
@@ -107,6 +110,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/me", s.me, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 	e.GET("/v1/admin/deliveries", s.listDeliveries, s.require(RoleAdmin))
 	e.POST("/v1/admin/deliveries/:id/redeliver", s.redeliver, s.require(RoleAdmin))
+	e.POST("/v1/audit/checkpoints", s.checkpoint, s.require(RoleAuditor))
 
 	e.GET("/healthz", s.healthz)
 	e.HEAD("/healthz", s.healthz, headLikeGet)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/reviewledger/reviewledger/api/audit"
 )
@@ -12,18 +14,36 @@ import (
 // AuditCmd groups the auditor's commands.
 type AuditCmd struct {
 	Verify AuditVerifyCmd `cmd:"" help:"Verify every review's history (or one) and exit non-zero naming each damaged review."`
+	Keygen AuditKeygenCmd `cmd:"" help:"Generate an Ed25519 audit key: the signing key for serve (REVIEWLEDGER_AUDIT_SIGNING_KEY) and its public key for audit verify --public-key."`
 }
 
-// AuditVerifyCmd checks hash chains, audit anchors and review_summary.
+// AuditVerifyCmd checks hash chains, audit anchors, review_summary and,
+// with public keys, the signed checkpoints.
 type AuditVerifyCmd struct {
-	Config   `embed:""`
-	Store    StoreConfig `embed:""`
-	Review   string      `name:"review" help:"Verify only this review."`
-	NoAnchor bool        `name:"no-anchor" help:"Check the audit anchors but do not advance them."`
+	Config     `embed:""`
+	Store      StoreConfig `embed:""`
+	Review     string      `name:"review" help:"Verify only this review."`
+	NoAnchor   bool        `name:"no-anchor" help:"Check the audit anchors but do not advance them."`
+	PublicKeys []string    `name:"public-key" type:"existingfile" help:"Check the signed checkpoints with this public key file (PEM, PKIX Ed25519); repeat for every key that ever signed."`
+
+	keys []ed25519.PublicKey
 }
 
-// Run verifies, prints each damaged review and a summary, and fails when
-// anything is damaged.
+// Validate reads the public keys; the error names the file.
+func (c *AuditVerifyCmd) Validate() error {
+	c.keys = nil
+	for _, path := range c.PublicKeys {
+		k, err := audit.LoadPublicKey(path)
+		if err != nil {
+			return fmt.Errorf("--public-key: %w", err)
+		}
+		c.keys = append(c.keys, k)
+	}
+	return nil
+}
+
+// Run verifies, prints each damaged review and broken checkpoint and a
+// summary, and fails when anything is damaged.
 func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
 	db, err := openLedger(ctx, &c.Config, c.Store, log)
 	if err != nil {
@@ -31,7 +51,8 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 	}
 	defer db.Close()
 	anchors := audit.PGAnchors{Pool: db.Pool}
-	v := &audit.Verifier{Store: db.Store, Histories: db.Ledger, Witnesses: []audit.Witness{audit.PGSummaries{Pool: db.Pool}, anchors}}
+	v := &audit.Verifier{Store: db.Store, Histories: db.Ledger, Witnesses: []audit.Witness{audit.PGSummaries{Pool: db.Pool}, anchors},
+		PublicKeys: c.keys, Checkpoints: audit.PGCheckpoints{Pool: db.Pool}}
 	if !c.NoAnchor {
 		v.Anchors = anchors
 	}
@@ -42,18 +63,42 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 	for _, d := range rep.Damaged {
 		fmt.Fprintf(out, "DAMAGED %s\n", d)
 	}
+	for _, b := range rep.Broken {
+		fmt.Fprintf(out, "DAMAGED %s\n", b)
+	}
 	n := len(audit.DamagedIDs(rep.Damaged))
 	status := "intact"
 	if n > 0 {
 		status = fmt.Sprintf("%d DAMAGED", n)
 	}
-	if _, err := fmt.Fprintf(out, "audit verify: %d reviews, %d events checked: %s; %d anchors advanced\n",
-		rep.Reviews, rep.Events, status, rep.Anchored); err != nil {
-		return err
+	fmt.Fprintf(out, "audit verify: %d reviews, %d events checked: %s; %d anchors advanced\n",
+		rep.Reviews, rep.Events, status, rep.Anchored)
+	if len(c.keys) > 0 {
+		latest := "none"
+		if l := rep.Latest; l != nil {
+			latest = fmt.Sprintf("#%d signed %s by key %s", l.Seq, l.SignedAt.UTC().Format(time.RFC3339), l.KeyID)
+		}
+		fmt.Fprintf(out, "signed checkpoints: %d verified, %d broken; latest %s; %d events not yet signed\n",
+			rep.Checkpoints, len(rep.Broken), latest, rep.Unsigned)
 	}
-	if n > 0 {
+	if n > 0 || len(rep.Broken) > 0 {
 		// Each damage is on its own line above; the error stays one line.
-		return fmt.Errorf("%d of %d reviews damaged (each named above): %w", n, rep.Reviews, audit.ErrDamaged)
+		return fmt.Errorf("%d of %d reviews damaged, %d signed checkpoints broken (each named above): %w", n, rep.Reviews, len(rep.Broken), audit.ErrDamaged)
 	}
 	return nil
+}
+
+// AuditKeygenCmd writes a new audit key pair.
+type AuditKeygenCmd struct {
+	Out string `name:"out" required:"" help:"Where to write the signing key (mode 0600); the public key goes to the same path plus .pub. Existing files are never replaced."`
+}
+
+// Run writes the key pair and says where.
+func (c *AuditKeygenCmd) Run(out io.Writer) error {
+	id, err := audit.WriteKeyPair(c.Out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "audit key %s\nsigning key (for serve, REVIEWLEDGER_AUDIT_SIGNING_KEY): %s\npublic key (for audit verify --public-key): %s.pub\n", id, c.Out, c.Out)
+	return err
 }

@@ -30,9 +30,21 @@ var validEnv = map[string]string{
 	"REVIEWLEDGER_SWEEP_INTERVAL":  "",
 	"REVIEWLEDGER_EVENTSTORE":      "",
 	"REVIEWLEDGER_EVENTSTORE_URL":  "",
+
+	"REVIEWLEDGER_AUDIT_SIGNING_KEY":         "",
+	"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL": "",
 }
 
+// setEnv sets the environment of a CLI run: validEnv with overrides, which
+// may name only variables of validEnv (so that the developer's own
+// settings never leak into a test).
+
 func setEnv(t *testing.T, overrides map[string]string) {
+	for k := range overrides {
+		if _, ok := validEnv[k]; !ok {
+			t.Fatalf("setEnv: %s is not in validEnv", k)
+		}
+	}
 	for k, v := range validEnv {
 		if o, ok := overrides[k]; ok {
 			v = o

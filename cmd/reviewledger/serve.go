@@ -30,6 +30,8 @@ type ServeCmd struct {
 	Store  StoreConfig  `embed:""`
 	Notify NotifyConfig `embed:""`
 
+	Audit AuditSigningConfig `embed:""` // audit checkpoints (audit_sign.go)
+
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
@@ -129,6 +131,10 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			log.Warn("stop provider", "err", err)
 		}
 	}()
+	signing, err := c.Audit.open(pool, store, led, log)
+	if err != nil {
+		return err
+	}
 	projector, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Registerer: reg, Logger: log, Classes: cfg.Policy.Names()})
 	if err != nil {
 		return err
@@ -155,6 +161,8 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		UI:         ui.Handler(),
 		Watcher:    led.Watcher(),
 		Deliveries: notify.NewDB(pool),
+
+		Checkpoints: signing.checkpoints(), // nil without a signing key
 	})
 	if err != nil {
 		return err
@@ -186,6 +194,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			// process at a time sends, the others stand by.
 			roles = append(roles, role{"notifier", notifier.Run})
 		}
+		roles = append(roles, signing.roles()...)
 	}
 	log.Info("serving", "addr", cfg.Addr, "version", version, "roles", c.Roles, "provider", cfg.Provider,
 		"pubsub", c.Engine.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names(), "owner", eng.Owner(),

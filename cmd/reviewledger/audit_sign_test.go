@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+func TestAuditKeygen(t *testing.T) {
+	setEnv(t, nil)
+	path := filepath.Join(t.TempDir(), "audit.key")
+	code, out, stderr := runCLI(t, context.Background(), "audit", "keygen", "--out", path)
+	if code != 0 || !strings.Contains(out, "signing key (for serve, REVIEWLEDGER_AUDIT_SIGNING_KEY): "+path) {
+		t.Fatalf("keygen: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, p := range []string{path, path + ".pub"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := runCLI(t, context.Background(), "audit", "keygen", "--out", path); code != 1 || !strings.Contains(stderr, "--out") {
+		t.Fatalf("keygen over an existing key: exit %d %q", code, stderr)
+	}
+	// serve refuses a file that is not a signing key, naming the setting.
+	setEnv(t, map[string]string{"REVIEWLEDGER_AUDIT_SIGNING_KEY": path + ".pub"})
+	if code, _, stderr := runCLI(t, context.Background(), "serve"); code != 2 || !strings.Contains(stderr, "REVIEWLEDGER_AUDIT_SIGNING_KEY: "+path+".pub") {
+		t.Fatalf("serve with a public key as signing key: exit %d %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, context.Background(), "audit", "verify", "--public-key", path); code != 2 || !strings.Contains(stderr, "--public-key") {
+		t.Fatalf("verify with a signing key as public key: exit %d %q", code, stderr)
+	}
+}
+
+// TestServeSignsCheckpoints: serve with a signing key signs checkpoints,
+// periodically and on demand; audit verify --public-key checks them and
+// names a review rewritten with a valid chain and matching anchors, which
+// the unsigned checks cannot.
+func TestServeSignsCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	dbURL := dbtest.URL(t)
+	key := filepath.Join(t.TempDir(), "audit.key")
+	setEnv(t, nil)
+	if code, out, stderr := runCLI(t, ctx, "audit", "keygen", "--out", key); code != 0 {
+		t.Fatalf("keygen: %d %s %s", code, out, stderr)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := pgstore.New(pool, pgstore.Config{})
+	defer store.Close()
+	l := ledger.New(store)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"r1", "r2"} {
+		writeReview(t, l, id, t0)
+	}
+	waitReadable(t, store, 10)
+
+	l0, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l0.Addr().String()
+	l0.Close()
+	const auditorToken = "auditor-token-0123456789"
+	setEnv(t, map[string]string{"DATABASE_URL": dbURL, "REVIEWLEDGER_ADDR": addr,
+		"REVIEWLEDGER_TOKENS":                    validEnv["REVIEWLEDGER_TOKENS"] + ",auditor:audrey:" + auditorToken,
+		"REVIEWLEDGER_AUDIT_SIGNING_KEY":         key,
+		"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL": "50ms"})
+	serveCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	var logs lockedBuffer
+	go func() { done <- run(serveCtx, []string{"serve"}, &logs, &logs) }()
+	// The periodic signer signs both reviews; asked again, the server has
+	// nothing new to sign.
+	var last struct {
+		Seq   int64 `json:"seq"`
+		Heads int   `json:"heads"`
+		New   bool  `json:"new"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var count int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_signed_head`).Scan(&count); err != nil && !strings.Contains(err.Error(), "does not exist") {
+			t.Fatal(err)
+		}
+		if count == 2 {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d:\n%s", code, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve signed %d of 2 reviews:\n%s", count, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://%s/v1/audit/checkpoints", addr), nil)
+	req.Header.Set("Authorization", "Bearer "+auditorToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&last)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || last.New || last.Seq < 1 {
+		t.Fatalf("on demand with nothing new: %d %+v %v", resp.StatusCode, last, err)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, logs.String())
+	}
+
+	setEnv(t, map[string]string{"DATABASE_URL": dbURL})
+	code, out, stderr := runCLI(t, ctx, "audit", "verify", "--public-key", key+".pub")
+	if code != 0 || !strings.Contains(out, "2 reviews, 10 events checked: intact") ||
+		!strings.Contains(out, fmt.Sprintf("verified, 0 broken; latest #%d signed", last.Seq)) || !strings.Contains(out, "0 events not yet signed") {
+		t.Fatalf("verify: exit %d\n%s\n%s", code, out, stderr)
+	}
+
+	// Rewrite r2 with a valid chain (the last timeout now a different
+	// classification) and move its anchor along.
+	if _, err := pool.Exec(ctx, `DELETE FROM event WHERE stream = 'review-r2'`); err != nil {
+		t.Fatal(err)
+	}
+	writeReview(t, l, "r2", t0.Add(time.Second))
+	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash = convert_from(e.metadata, 'UTF8')::jsonb->>'hash'
+		FROM event e WHERE a.review_id = 'r2' AND e.stream = 'review-r2' AND e.revision = a.revision`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runCLI(t, ctx, "audit", "verify"); code != 0 {
+		t.Fatalf("the unsigned checks were expected to be fooled: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, ctx, "audit", "verify", "--public-key", key+".pub")
+	if code != 1 || !strings.Contains(out, "DAMAGED review r2: revision 4: history rewritten") || strings.Contains(out, "review r1:") ||
+		!strings.Contains(stderr, "1 of 2 reviews damaged") {
+		t.Fatalf("verify after the rewrite: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
