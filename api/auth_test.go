@@ -40,7 +40,7 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
-// route is one row of DESIGN 5.2 with an authenticated role table.
+// route is one row of docs/contracts.md §2 with an authenticated role table.
 type route struct {
 	method, path string
 	roles        []Role

@@ -12,7 +12,7 @@ type callbackView struct {
 }
 
 // callback is POST /v1/reviews/{id}/findings: a provider's signed finding
-// (DESIGN 5.4). It carries no bearer token; the engine verifies the
+// (docs/contracts.md §4). It carries no bearer token; the engine verifies the
 // Standard Webhooks signature over the raw body and applies the finding
 // with its expected-revision check. The signature is checked before
 // anything else about the request, the review ID included.

@@ -42,7 +42,7 @@ type Reviews interface {
 }
 
 // ReadModels are the projections the API serves (*projections.DB). Their
-// JSON is the body of the route, as DESIGN 5.2 specifies it, extended.
+// JSON is the body of the route, as docs/contracts.md §2 specifies it, extended.
 type ReadModels interface {
 	// ManualQueue lists up to limit manual-queue items, highest priority
 	// then oldest first; class "" means every class. Claims show only while

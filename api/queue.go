@@ -14,7 +14,7 @@ import (
 	"github.com/reviewledger/reviewledger/projections"
 )
 
-// Manual-queue limits (DESIGN 5.2).
+// Manual-queue limits (docs/contracts.md §2).
 const (
 	DefaultQueueLimit = 100
 	MaxQueueLimit     = 1000

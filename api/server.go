@@ -1,4 +1,4 @@
-// Package api is the HTTP interface of reviewledger (DESIGN 5.2): the Echo
+// Package api is the HTTP interface of reviewledger (docs/contracts.md §2): the Echo
 // server, bearer-token access control, admission control, RFC 9457 error
 // bodies, metrics, health and the OpenAPI document.
 package api
@@ -88,8 +88,9 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Echo returns the Echo instance, for mounting more routes before serving.
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
-// routes builds the Echo instance. Paths, roles and statuses are DESIGN
-// 5.2; openapi.json describes the same routes (TestOpenAPIMatchesRoutes).
+// routes builds the Echo instance. Paths, roles and statuses are those of
+// docs/contracts.md §2; openapi.json describes the same routes
+// (TestOpenAPIMatchesRoutes).
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

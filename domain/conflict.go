@@ -28,10 +28,10 @@ const (
 )
 
 // ConflictingCompletionRecorded records a completion that was refused and
-// changed nothing: a late or duplicate finding (DESIGN 1 rule 4). It is
-// never part of a review's own stream, whose revision a refused completion
-// must not move; the ledger keeps it in the review's conflict stream
-// (ConflictStreamName). It holds no content.
+// changed nothing: a late or duplicate finding (guarantee 4 in
+// docs/architecture.md). It is never part of a review's own stream, whose
+// revision a refused completion must not move; the ledger keeps it in the
+// review's conflict stream (ConflictStreamName). It holds no content.
 type ConflictingCompletionRecorded struct {
 	ReviewID     string `json:"review_id"`
 	ContentClass string `json:"content_class"`

@@ -9,8 +9,8 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// reviewIDSpec is DESIGN 5.2's rule for review IDs, written independently
-// of the validator.
+// reviewIDSpec is the contract's rule for review IDs (docs/contracts.md
+// §2), written independently of the validator.
 var reviewIDSpec = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 func TestValidateReviewID(t *testing.T) {

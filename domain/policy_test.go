@@ -110,7 +110,7 @@ func TestPolicyValidate(t *testing.T) {
 }
 
 // TestDefaultPolicy pins the built-in classes: caption_suggestion is the
-// example of DESIGN 5.3.
+// example of docs/contracts.md §3.
 func TestDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	p := domain.DefaultPolicy()

@@ -84,7 +84,7 @@ func checkLimit(limit int) error {
 }
 
 // QueueItem is one review in the manual queue; its JSON is an item of GET
-// /v1/manual-queue (DESIGN 5.2), extended with priority, version (the
+// /v1/manual-queue (docs/contracts.md §2), extended with priority, version (the
 // expected_version of a decision) and the approvals so far.
 type QueueItem struct {
 	ReviewID          string     `json:"review_id"`

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SLOSummary is the body of GET /v1/slo (DESIGN 5.2), extended with the
+// SLOSummary is the body of GET /v1/slo (docs/contracts.md §2), extended with the
 // window it covers.
 type SLOSummary struct {
 	Total                  int64       `json:"total"`

@@ -17,7 +17,7 @@ import (
 	"github.com/reviewledger/reviewledger/projections"
 )
 
-// fakeAPI is an in-memory stand-in for the DESIGN 5.2 routes the page uses,
+// fakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
 // answering with their exact JSON shapes and problem+json errors. It lets
 // the browser tests run before, and independently of, the real server.
 type fakeAPI struct {
@@ -59,7 +59,7 @@ type rawBody struct {
 	body   []byte
 }
 
-// The wire shapes of DESIGN 5.2.
+// The wire shapes of docs/contracts.md §2.
 type reviewJSON struct {
 	ReviewID     string     `json:"review_id"`
 	State        string     `json:"state"`
@@ -380,7 +380,7 @@ func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal
 	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "events": rv.events}
 }
 
-// contentOf is GET /v1/reviews/{id}/content, the extension of DESIGN 5.2
+// contentOf is GET /v1/reviews/{id}/content, the extension of docs/contracts.md §2
 // that shows moderators what they decide on, with the real route's headers.
 func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
@@ -506,7 +506,7 @@ func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrin
 	}}}
 }
 
-// me is GET /v1/me, the extension of DESIGN 5.2 the page signs in with.
+// me is GET /v1/me, the extension of docs/contracts.md §2 the page signs in with.
 func (f *fakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	return http.StatusOK, map[string]string{"name": who.name, "role": who.role}
 }

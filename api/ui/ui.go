@@ -1,5 +1,5 @@
 // Package ui serves reviewledger's browser UI: the manual queue for
-// moderators and the SLO dashboard for operators and auditors (DESIGN 5.2,
+// moderators and the SLO dashboard for operators and auditors (docs/contracts.md §2,
 // GET /). It is one embedded page with its script, style sheet and icon; no
 // build step and no external resources, so it works on machines without
 // internet access.

@@ -12,7 +12,7 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// Review is the JSON of a review (DESIGN 5.2). Fields are only ever added.
+// Review is the JSON of a review (docs/contracts.md §2). Fields are only ever added.
 type Review struct {
 	ReviewID     string     `json:"review_id"`
 	State        string     `json:"state"`

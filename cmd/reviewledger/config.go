@@ -15,7 +15,7 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// Config is the operator configuration of DESIGN 5.1. Every setting is an
+// Config is the operator configuration of docs/contracts.md §1. Every setting is an
 // environment variable with a mirroring flag; values are kept as given and
 // checked by Validate, whose errors name the environment variable.
 type Config struct {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// e2eClient is the HTTP client of the tests, as a client of DESIGN 5.2.
+// e2eClient is the HTTP client of the tests, as a client of docs/contracts.md §2.
 var e2eClient = &http.Client{Timeout: e2eWait}
 
 // response is an HTTP answer read whole.
@@ -112,7 +112,7 @@ func checkProblem(t testing.TB, res response, want int) problem {
 	return pr
 }
 
-// reviewView is GET /v1/reviews/{id} (DESIGN 5.2).
+// reviewView is GET /v1/reviews/{id} (docs/contracts.md §2).
 type reviewView struct {
 	ReviewID     string     `json:"review_id"`
 	State        string     `json:"state"`

@@ -30,7 +30,7 @@ type providerCall struct {
 // step answers one attempt.
 type step func(p *scriptedProvider, w http.ResponseWriter, r *http.Request, reviewID string, attempt int)
 
-// scriptedProvider is a DESIGN 5.4 provider whose answers each test
+// scriptedProvider is a docs/contracts.md §4 provider whose answers each test
 // scripts per review: the n-th step answers attempt n, the last step every
 // attempt after it. Unscripted reviews are accepted.
 type scriptedProvider struct {

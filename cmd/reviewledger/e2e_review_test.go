@@ -47,7 +47,7 @@ func testSubmitAndRead(t *testing.T, srv *e2eServer) {
 		t.Errorf("reasons %q, want the provider's", got.Reasons)
 	}
 
-	t.Run("the provider saw one attempt as DESIGN 5.4 says", func(t *testing.T) {
+	t.Run("the provider saw one attempt as the provider protocol says", func(t *testing.T) {
 		calls := srv.Provider.seen(id)
 		if len(calls) != 1 {
 			t.Fatalf("provider saw %d requests, want 1", len(calls))
@@ -284,7 +284,7 @@ func testCallbacks(t *testing.T, srv *e2eServer) {
 			fmt.Sprintf("%+v", s)
 	})
 	// Every 409 answered to a signed callback is one conflicting
-	// completion (DESIGN 4); only this class's reviews get callbacks.
+	// completion (docs/contracts.md §4); only this class's reviews get callbacks.
 	if want := srv.Provider.conflicts.Load(); s.ConflictingCompletions != want {
 		eventually(t, "every callback answered 409 in /v1/slo", func() (bool, string) {
 			s = decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil))
@@ -445,7 +445,7 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 	})
 }
 
-// testProviderAnswers: the rows of the DESIGN 5.4 table.
+// testProviderAnswers: the rows of the docs/contracts.md §4 table.
 func testProviderAnswers(t *testing.T, srv *e2eServer) {
 	cases := []struct {
 		name     string
@@ -543,7 +543,7 @@ func testProviderAnswers(t *testing.T, srv *e2eServer) {
 			} else if len(findings) != 1 || findings[0].field("attempt") != float64(tc.attempts) {
 				t.Errorf("findings %v, want one, of the last attempt", findings)
 			}
-			// One request per attempt (DESIGN 4): nothing resends one.
+			// One request per attempt (docs/contracts.md §4): nothing resends one.
 			calls := srv.Provider.seen(tc.id)
 			var numbers []string
 			for _, c := range calls {

@@ -1,6 +1,6 @@
 package main
 
-// Acceptance tests of `reviewledger serve` as a client of DESIGN 5 sees it:
+// Acceptance tests of `reviewledger serve` as a client of docs/contracts.md sees it:
 // the real binary runs as a subprocess on its own database, with
 // REVIEWLEDGER_PROVIDER=http pointing at a scripted provider (an
 // httptest.Server in this process whose answer per review and attempt each

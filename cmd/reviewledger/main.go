@@ -1,7 +1,7 @@
 // Command reviewledger is the review ledger service: one binary whose
 // subcommands run the server, migrate the database and operate the ledger.
 //
-// Configuration comes from the environment (DESIGN 5.1), read once through
+// Configuration comes from the environment (docs/contracts.md §1), read once through
 // the CLI parser; every variable has a mirroring flag. See README.md.
 package main
 

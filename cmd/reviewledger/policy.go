@@ -12,7 +12,7 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// loadPolicy reads a policy file (DESIGN 5.3). Unknown keys, malformed
+// loadPolicy reads a policy file (docs/contracts.md §3). Unknown keys, malformed
 // values and policies domain.ClassPolicy.Validate refuses are errors naming
 // the file, the class and the key.
 func loadPolicy(path string) (domain.Policy, error) {
@@ -97,7 +97,7 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 					c.Backoff.Max, err = duration(v)
 				case "jitter":
 					// Every duration written in the file must be positive
-					// (DESIGN 5.3); leave jitter out for none.
+					// (docs/contracts.md §3); leave jitter out for none.
 					if c.Backoff.Jitter, err = duration(v); err == nil && c.Backoff.Jitter <= 0 {
 						err = fmt.Errorf("line %d: must be a positive duration, got %s (leave jitter out for none)", v.Line, c.Backoff.Jitter)
 					}

@@ -1,6 +1,6 @@
 // reviewledger browser UI: the manual queue for moderators and the SLO
 // dashboard for operators and auditors. It speaks only the public HTTP API
-// (DESIGN 5.2) of the server that serves it.
+// (docs/contracts.md §2) of the server that serves it.
 //
 // Rules this file keeps: data reaches the page only through textContent and
 // DOM properties (never markup built from data); no inline handlers (the page
@@ -25,7 +25,7 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // What each part of the page needs (DESIGN 5.2 roles; admin may do
+  // What each part of the page needs (docs/contracts.md §2 roles; admin may do
   // everything). Every role may open a review by its ID.
   const ROLE_CAN = {
     queue: ['moderator', 'admin'],             // the manual queue, claims, decisions
@@ -648,7 +648,7 @@
   }
 
   // refreshQueueSoon reads the queue again once the read model has caught
-  // up with a write (DESIGN 5.2: current within about a second).
+  // up with a write (docs/contracts.md §2: current within about a second).
   function refreshQueueSoon() {
     bg(loadQueue());
     window.setTimeout(() => { if (state.token) bg(loadQueue()); }, 1200);
