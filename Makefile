@@ -40,11 +40,11 @@ test: services ## Run every test with the race detector, against the local Postg
 	$(GO) run ./internal/testreport -race -count=1 $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, runner throughput; BELOW TARGET marks a figure under its target.
+bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput; BELOW TARGET marks a figure under its target.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
 	set -o pipefail; REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(--- )?FAIL'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
-	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/runner/
+	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/engine/
 	$(GO) run ./api/internal/loadgen
 
 .PHONY: fuzz
@@ -53,7 +53,7 @@ fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder b
 	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateReviewID$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./domain/
-	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/provider/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/engine/provider/
 
 .PHONY: fmt
 fmt: ## Format the code.
