@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,9 @@ func TestUnavailableStaysMatchable(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.Is(err, eventstore.ErrUnavailable) || errors.As(err, &pgErr) || !unavailable(err) {
 		t.Fatalf("%v: want ErrUnavailable and no driver type", err)
+	}
+	if err := dbErr(context.Background(), "begin", fmt.Errorf("lock: %w", pgconn.ErrConnClosed)); !errors.Is(err, eventstore.ErrUnavailable) {
+		t.Fatalf("a connection closed under the runner: %v, want ErrUnavailable", err)
 	}
 	if err := dbErr(context.Background(), "x", &pgconn.PgError{Code: "42P01"}); errors.Is(err, eventstore.ErrUnavailable) {
 		t.Fatalf("a missing table is no outage: %v", err)
