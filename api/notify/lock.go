@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // lockKey is the advisory lock electing the one active notifier.
@@ -47,7 +48,7 @@ func withLock(ctx context.Context, pool *pgxpool.Pool, retry time.Duration, fn f
 		if ok {
 			break
 		}
-		if err := sleep(ctx, retry); err != nil {
+		if err := clock.Sleep(ctx, retry); err != nil {
 			return err
 		}
 	}
@@ -56,7 +57,7 @@ func withLock(ctx context.Context, pool *pgxpool.Pool, retry time.Duration, fn f
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		for sleep(fctx, retry) == nil {
+		for clock.Sleep(fctx, retry) == nil {
 			pctx, pcancel := context.WithTimeout(fctx, retry+5*time.Second)
 			err := conn.Ping(pctx)
 			pcancel()
@@ -73,17 +74,6 @@ func withLock(ctx context.Context, pool *pgxpool.Pool, retry time.Duration, fn f
 		return cause
 	}
 	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // unavailable reports whether err says the database could not be used for

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // Notifier sends the decision webhooks. Run it in every process that may
@@ -54,7 +55,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			level = slog.LevelWarn // the database went away for a while
 		}
 		n.log.Log(ctx, level, "notifier stopped; retrying", "error", err, "retry_in", n.cfg.RetryDelay)
-		if sleep(ctx, n.cfg.RetryDelay) != nil {
+		if clock.Sleep(ctx, n.cfg.RetryDelay) != nil {
 			return nil
 		}
 	}

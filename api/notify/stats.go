@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // pruneEvery is how often delivered deliveries older than Keep are
@@ -27,7 +29,7 @@ func (n *Notifier) stats(ctx context.Context) error {
 				pruned = now
 			}
 		}
-		if sleep(ctx, n.cfg.StatsInterval) != nil {
+		if clock.Sleep(ctx, n.cfg.StatsInterval) != nil {
 			return nil
 		}
 	}

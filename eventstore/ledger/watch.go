@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/internal/clock"
 )
 
 // Watcher tells waiters when a review may have left pending: when an event
@@ -127,7 +127,7 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 		if pos, err = hr.Head(ctx); err == nil {
 			break
 		}
-		if sleepCtx(ctx, retry) != nil {
+		if clock.Sleep(ctx, retry) != nil {
 			return nil
 		}
 	}
@@ -142,7 +142,7 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if sleepCtx(ctx, retry) != nil {
+			if clock.Sleep(ctx, retry) != nil {
 				return nil
 			}
 			continue
@@ -157,15 +157,4 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 		}
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("follow: %w", ctx.Err())
-	}
 }
