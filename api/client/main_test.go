@@ -132,8 +132,7 @@ func startReviewledger() (stop func() error, err error) {
 			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("reviewledger did not stop within 30s of SIGTERM")
+			return fmt.Errorf("reviewledger did not stop within 30s of SIGTERM (killed: %v)", <-exited)
 		}
 		if os.Getenv("CLIENT_EXAMPLE_LOGS") != "" {
 			fmt.Fprintln(os.Stderr, logs.String())

@@ -54,7 +54,7 @@ func (m *MemorySeen) Mark(_ context.Context, id string) error {
 	now := m.now()
 	for len(m.order) > 0 && !now.Before(m.order[0].until) {
 		e := m.order[0]
-		if m.until[e.id] == e.until {
+		if m.until[e.id].Equal(e.until) {
 			delete(m.until, e.id)
 		}
 		m.order = m.order[1:]

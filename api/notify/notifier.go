@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -84,7 +85,7 @@ func (n *Notifier) active(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != context.Canceled {
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
