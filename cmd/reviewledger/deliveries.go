@@ -9,8 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/domain"
 )
@@ -126,10 +124,12 @@ func (c *DeliveriesRedeliverCmd) Run(ctx context.Context, out io.Writer) error {
 	})
 }
 
+// withDeliveries runs fn on the deliveries of DATABASE_URL, which must be
+// migrated (it is never migrated here).
 func withDeliveries(ctx context.Context, databaseURL string, fn func(*notify.DB) error) error {
-	pool, err := pgxpool.New(ctx, databaseURL)
+	pool, err := openMigrated(ctx, &Config{DatabaseURL: databaseURL})
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
 	defer pool.Close()
 	return fn(notify.NewDB(pool))

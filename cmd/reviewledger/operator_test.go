@@ -167,6 +167,7 @@ func TestReadOnlyCommandsNeverMigrate(t *testing.T) {
 		{"projections", "status"},
 		{"projections", "rebuild"},
 		{"capacity", "--from-db"},
+		{"deliveries", "list"},
 	}
 	refuse := func(applied int) {
 		t.Helper()
