@@ -67,7 +67,7 @@ func TestTraceContext(t *testing.T) {
 		t.Errorf("links %v, want the moderator's request", s.Links)
 	}
 	for _, kv := range s.Attributes {
-		if v := kv.Value.Emit(); v == "a note that stays out" || v == "secret words" {
+		if v := kv.Value.String(); v == "a note that stays out" || v == "secret words" {
 			t.Errorf("attribute %s holds content", kv.Key)
 		}
 	}

@@ -19,10 +19,10 @@ import (
 func recomputed(t *testing.T, e *env, from time.Time, step time.Duration, n int, class string, now time.Time, objective func(string) float64) []SeriesPoint {
 	t.Helper()
 	type review struct {
-		class                       string
-		submitted, deadline         time.Time
-		outcome, entered, left      *time.Time
-		completed, escalated, ended bool
+		class                  string
+		submitted, deadline    time.Time
+		outcome, entered, left *time.Time
+		completed, escalated   bool
 	}
 	reviews := map[string]*review{}
 	var order []string
