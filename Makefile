@@ -37,7 +37,7 @@ build: ## Build the binary into bin/.
 
 .PHONY: test
 test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS); the last line names every skipped test and why.
-	$(GO) run ./internal/testreport -race -count=1 $(PKGS)
+	$(GO) run ./cmd/testreport -race -count=1 $(PKGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput; BELOW TARGET marks a figure under its target.

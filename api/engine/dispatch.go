@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	natsjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
@@ -78,13 +78,13 @@ func (e *Engine) openPubSub() error {
 			nc.Close()
 			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: JetStream stream %s at %s: %w", e.cfg.Topic, e.cfg.NATSURL, err)
 		}
-		pub, err := wnats.NewPublisher(wnats.PublisherConfig{Conn: nc, Logger: logger, ConfigureStream: streamConfig})
+		pub, err := natsjs.NewPublisher(natsjs.PublisherConfig{Conn: nc, Logger: logger, ConfigureStream: streamConfig})
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("REVIEWLEDGER_PUBSUB=nats: publisher: %w", err)
 		}
-		sub, err := wnats.NewSubscriber(wnats.SubscriberConfig{
-			Conn: nc, Logger: logger, ResourceInitializer: wnats.GroupedConsumer("reviewledger-runner"),
+		sub, err := natsjs.NewSubscriber(natsjs.SubscriberConfig{
+			Conn: nc, Logger: logger, ResourceInitializer: natsjs.GroupedConsumer("reviewledger-runner"),
 			ConfigureStream: streamConfig,
 		})
 		if err != nil {
@@ -151,10 +151,11 @@ func (e *Engine) startRouter() (*message.Router, chan error, error) {
 // synchronising with its senders; see docs/engine.md).
 func (e *Engine) stopRouter(router *message.Router, done chan error) error {
 	e.hints.mu.Lock()
-	//lint:ignore SA2001 an empty critical section is the point
-	e.hints.mu.Unlock()
+	e.hints.mu.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the point
 	err := router.Close()
-	<-done
+	if runErr := <-done; err == nil {
+		err = runErr
+	}
 	return err
 }
 

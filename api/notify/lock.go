@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // lockKey is the advisory lock electing the one active notifier.

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // Notifier sends the decision webhooks. Run it in every process that may

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // pruneEvery is how often delivered deliveries older than Keep are

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // figures are what one round measured.

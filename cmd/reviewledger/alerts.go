@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/reviewledger/reviewledger/alert"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections/alert"
 )
 
 // AlertsCmd prints the Prometheus rules watching the policy's service

@@ -13,9 +13,9 @@ import (
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/esdbstore"
+	"github.com/reviewledger/reviewledger/eventstore/esdbstore/esdbfake"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
-	"github.com/reviewledger/reviewledger/internal/esdbfake"
 	"github.com/reviewledger/reviewledger/migrations"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )

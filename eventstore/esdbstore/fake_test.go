@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/esdbstore/esdbfake"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
-	"github.com/reviewledger/reviewledger/internal/esdbfake"
 )
 
 // openFake opens a store on a fresh fake server.

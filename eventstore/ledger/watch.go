@@ -10,7 +10,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // Watcher tells waiters when a review may have left pending: when an event

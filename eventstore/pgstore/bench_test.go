@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
-	"github.com/reviewledger/reviewledger/internal/target"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -182,7 +182,7 @@ func TestAppendInsertRatio(t *testing.T) {
 	insertLat, appendLat := pairedRun(t, 2*parallelism, 8*time.Second)
 	paired := float64(insertLat) / float64(appendLat)
 	t.Logf("paired: plain insert %v, append %v mean latency at %d writers; ratio append/insert %.2f  %s",
-		insertLat, appendLat, 2*parallelism, paired, target.Verdict(paired, ratioTarget))
+		insertLat, appendLat, 2*parallelism, paired, benchtarget.Verdict(paired, ratioTarget))
 
 	// One database for every round: creating and dropping databases between
 	// runs forces checkpoints, after which the next run pays for full-page
@@ -204,7 +204,7 @@ func TestAppendInsertRatio(t *testing.T) {
 		return s[len(s)/2]
 	}
 	t.Logf("alternating median: plain insert %.0f rows/s, append %.0f events/s, ratio append/insert %.2f  %s",
-		median(inserts), median(appends), median(ratios), target.Verdict(median(ratios), ratioTarget))
+		median(inserts), median(appends), median(ratios), benchtarget.Verdict(median(ratios), ratioTarget))
 	t.Logf("target: ratio >= %.2f; below 0.70 is a defect", ratioTarget)
 }
 

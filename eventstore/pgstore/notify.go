@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // broadcast wakes every goroutine waiting on it at once.

@@ -20,7 +20,7 @@ import (
 // maxAnswerBytes bounds how much of a provider's answer is read.
 const maxAnswerBytes = 1 << 20
 
-// HTTP is the provider protocol of DESIGN 5.4: one POST per attempt, with
+// HTTP is the provider protocol of docs/contracts.md, section 4: one POST per attempt, with
 // Idempotency-Key set to the review ID on every attempt and X-Review-Attempt
 // to the attempt number. The request is cancelled when ctx is done, which
 // the engine arranges at the attempt's timeout.
@@ -89,8 +89,9 @@ type httpFinding struct {
 	Reasons  []string `json:"reasons"`
 }
 
-// Call makes one attempt. Each answer is handled as the table of DESIGN
-// 5.4 says; the result never carries content.
+// Call makes one attempt. Each answer is handled as the provider protocol's
+// table says (docs/contracts.md, section 4); the result never carries
+// content.
 func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	body, err := json.Marshal(httpRequestBody{
 		ReviewID: req.ReviewID, Attempt: req.Attempt, ContentClass: req.ContentClass,

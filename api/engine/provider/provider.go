@@ -1,6 +1,6 @@
 // Package provider talks to moderation providers: the Provider port the
-// review engine calls once per attempt, the http adapter of DESIGN 5.4, the
-// seeded simulator used by `make run`, demos and benchmarks, and the
+// review engine calls once per attempt, the http adapter of the provider
+// protocol (docs/contracts.md, section 4), the seeded simulator used by `make run`, demos and benchmarks, and the
 // Standard Webhooks signing and verification of findings callbacks.
 package provider
 

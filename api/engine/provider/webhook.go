@@ -122,7 +122,7 @@ func NewSecret() string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
-// CallbackBody is the JSON body of a findings callback (DESIGN 5.4).
+// CallbackBody is the JSON body of a findings callback (docs/contracts.md, section 4).
 type CallbackBody struct {
 	ReviewID string   `json:"review_id"`
 	Attempt  int      `json:"attempt"`

@@ -19,7 +19,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/internal/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/projections"
 )
 

@@ -26,11 +26,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
-	"github.com/reviewledger/reviewledger/internal/target"
 	"github.com/reviewledger/reviewledger/migrations"
 	"github.com/reviewledger/reviewledger/projections"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
@@ -134,10 +134,10 @@ func run() error {
 		d := time.Since(t0)
 		sum += d
 		rate := float64(n) / d.Seconds()
-		fmt.Printf("catch-up %-15s %d events in %s: %.0f events/s  %s\n", name, n, d.Round(time.Millisecond), rate, target.Verdict(rate, catchUpTarget))
+		fmt.Printf("catch-up %-15s %d events in %s: %.0f events/s  %s\n", name, n, d.Round(time.Millisecond), rate, benchtarget.Verdict(rate, catchUpTarget))
 	}
 	perProjection := float64(n) * 3 / sum.Seconds()
-	fmt.Printf("catch-up all, one after another: %s: %.0f events/s per projection  %s\n", sum.Round(time.Millisecond), perProjection, target.Verdict(perProjection, catchUpTarget))
+	fmt.Printf("catch-up all, one after another: %s: %.0f events/s per projection  %s\n", sum.Round(time.Millisecond), perProjection, benchtarget.Verdict(perProjection, catchUpTarget))
 
 	// All three at once, as a serving process runs them (one shared batch:
 	// one read and one transaction per batch for the three): from zero
@@ -156,7 +156,7 @@ func run() error {
 	}
 	d := time.Since(t0)
 	rate := float64(n) / d.Seconds()
-	fmt.Printf("catch-up all three together: %d events in %s: %.0f events/s (every projection current)  %s\n", n, d.Round(time.Millisecond), rate, target.Verdict(rate, catchUpTarget))
+	fmt.Printf("catch-up all three together: %d events in %s: %.0f events/s (every projection current)  %s\n", n, d.Round(time.Millisecond), rate, benchtarget.Verdict(rate, catchUpTarget))
 	return nil
 }
 

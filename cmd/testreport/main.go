@@ -3,7 +3,7 @@
 // naming each skipped test with its reason, so that nothing is skipped
 // silently. `make test` runs it:
 //
-//	go run ./internal/testreport -race -count=1 ./...
+//	go run ./cmd/testreport -race -count=1 ./...
 //
 // Its arguments go to `go test -json`. It prints the package lines ("ok",
 // "FAIL", build errors) and the whole output of every failed test, and

@@ -2,7 +2,7 @@
 // benchmarks `make bench` runs: each figure that has a target is printed
 // with its verdict beside it, so that a figure under target cannot pass
 // unnoticed in a page of numbers.
-package target
+package benchtarget
 
 import "fmt"
 
