@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -81,6 +83,20 @@ type httpRequestBody struct {
 	ContentClass string `json:"content_class"`
 	ContentType  string `json:"content_type"`
 	Content      string `json:"content"`
+	// ContentEncoding is "base64" when Content is the base64 of bytes
+	// that are not valid UTF-8 (submitted with content_encoding base64),
+	// which a JSON string cannot carry unaltered; absent otherwise, so
+	// text reaches the provider as it always did.
+	ContentEncoding string `json:"content_encoding,omitempty"`
+}
+
+// contentField is how content travels in the request body: as the string
+// itself when it is valid UTF-8, otherwise base64-encoded.
+func contentField(b []byte) (content, encoding string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
 type httpFinding struct {
@@ -93,9 +109,10 @@ type httpFinding struct {
 // table says (docs/contracts.md, section 4); the result never carries
 // content.
 func (p *HTTP) Call(ctx context.Context, req Request) Result {
+	content, encoding := contentField(req.Content)
 	body, err := json.Marshal(httpRequestBody{
 		ReviewID: req.ReviewID, Attempt: req.Attempt, ContentClass: req.ContentClass,
-		ContentType: req.ContentType, Content: string(req.Content),
+		ContentType: req.ContentType, Content: content, ContentEncoding: encoding,
 	})
 	if err != nil {
 		return Failure(domain.ClassTransportError, "encode request")

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
@@ -49,6 +51,48 @@ func TestHTTPRequestShape(t *testing.T) {
 	for k, v := range want {
 		if got.body[k] != v {
 			t.Errorf("body %s = %v, want %v", k, got.body[k], v)
+		}
+	}
+}
+
+// Content that is not valid UTF-8 (submitted base64) reaches the provider
+// byte for byte, base64-encoded and marked so; text goes as it is.
+func TestHTTPSendsBinaryContentUnaltered(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan map[string]any, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &body)
+		bodies <- body
+		_, _ = w.Write([]byte(`{"review_id":"rev-1","state":"accepted","reasons":[]}`))
+	}))
+	defer srv.Close()
+	p, err := NewHTTP(HTTPConfig{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := []byte{0xff, 0x00, 0xfe, 'a', 0x80}
+	for _, c := range []struct {
+		content                   []byte
+		wantContent, wantEncoding any
+	}{
+		{binary, base64.StdEncoding.EncodeToString(binary), "base64"},
+		{[]byte("héllo <b>"), "héllo <b>", nil},
+	} {
+		res := p.Call(context.Background(), Request{ReviewID: "rev-1", Attempt: 1, ContentClass: "c", ContentType: "application/octet-stream", Content: c.content})
+		if res.Outcome != OutcomeFinding {
+			t.Fatalf("result = %+v", res)
+		}
+		body := <-bodies
+		if body["content"] != c.wantContent || body["content_encoding"] != c.wantEncoding {
+			t.Errorf("content %q: sent content %v, content_encoding %v; want %v, %v", c.content, body["content"], body["content_encoding"], c.wantContent, c.wantEncoding)
+		}
+		if c.wantEncoding != nil {
+			got, err := base64.StdEncoding.DecodeString(body["content"].(string))
+			if err != nil || !bytes.Equal(got, c.content) {
+				t.Errorf("decoded content = %x (%v), want %x", got, err, c.content)
+			}
 		}
 	}
 }
