@@ -47,6 +47,10 @@ bench: ## Run the benchmarks: event store (append/insert ratio), projection catc
 	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/engine/
 	$(GO) run ./api/internal/loadgen
 
+.PHONY: bench-e2e
+bench-e2e: build ## End to end: the built binary over HTTP with an instant provider, 5,000 reviews from 32 clients per round, interleaved with a naive CRUD baseline (BENCH_FLAGS adds flags, e.g. -rounds 5).
+	$(GO) run ./cmd/reviewledger-bench -bin $(BIN) $(BENCH_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/
