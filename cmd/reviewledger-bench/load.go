@@ -22,12 +22,12 @@ import (
 
 // figures are what one round measured.
 type figures struct {
-	Reviews      int
-	Elapsed      time.Duration
-	PerSecond    float64
-	P50, P99     time.Duration // server-side submit → decision
-	CPUPerReview time.Duration // the server's
-	PeakRSS      uint64        // the server's
+	Reviews   int
+	Elapsed   time.Duration
+	PerSecond float64
+	P50, P99  time.Duration // server-side submit → decision
+	CPU       cpuShare      // per review: the server's, PostgreSQL's, the bench's
+	PeakRSS   uint64        // the server's
 }
 
 // view is the part of the review view the bench reads.
@@ -222,8 +222,8 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	if _, err := closedLoop(rctx, c, 0, warm, cfg.Clients); err != nil {
 		return figures{}, srv, cleanup, fmt.Errorf("warm-up: %w", err)
 	}
-	cpu0, err := srv.cpu()
-	if err != nil {
+	meter := &cpuMeter{server: srv.cpu, pg: cfg.pg}
+	if err := meter.start(); err != nil {
 		return figures{}, srv, cleanup, err
 	}
 	profiled := make(chan error, 1)
@@ -241,7 +241,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}
-	cpu1, err := srv.cpu()
+	share, err := meter.perReview(cfg.Reviews)
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}
@@ -250,7 +250,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 		return figures{}, srv, cleanup, err
 	}
 	f := figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(),
-		CPUPerReview: (cpu1 - cpu0) / time.Duration(cfg.Reviews), PeakRSS: rss}
+		CPU: share, PeakRSS: rss}
 	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
 	return f, srv, cleanup, nil
 }
@@ -313,13 +313,21 @@ func crudRound(ctx context.Context, cfg Config) (figures, error) {
 	}
 	warm := min(200, cfg.Reviews/10+1)
 	run(0, warm)
+	meter := &cpuMeter{pg: cfg.pg}
+	if err := meter.start(); err != nil {
+		return figures{}, err
+	}
 	start := time.Now()
 	run(warm, cfg.Reviews)
 	elapsed := time.Since(start)
 	if err, _ := firstErr.Load().(error); err != nil {
 		return figures{}, fmt.Errorf("CRUD baseline: %w", err)
 	}
-	return figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds()}, nil
+	share, err := meter.perReview(cfg.Reviews)
+	if err != nil {
+		return figures{}, err
+	}
+	return figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(), CPU: share}, nil
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

@@ -39,6 +39,8 @@ type Config struct {
 	ServeEnv    []string      // extra KEY=VALUE settings for serve
 	KeepLogs    bool          // print serve's logs
 	Profile     string        // file to write a CPU profile of the server in round 1 to
+
+	pg *pgServer // the PostgreSQL server when it runs on this machine (its CPU is measured)
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 func runMain(cfg Config) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	cfg.pg = findPG(ctx, cfg.AdminURL)
 	report, err := run(ctx, cfg)
 	if report != nil {
 		report.print(os.Stdout)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -118,22 +120,30 @@ func (r *report) print(w io.Writer) {
 	cfg := r.cfg
 	fmt.Fprintf(w, "reviewledger end to end: %d reviews per round from %d clients (CRUD baseline: %d clients), %d rounds, %d CPUs, %s\n",
 		cfg.Reviews, cfg.Clients, cfg.CRUDClients, len(r.rounds), runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(w, "%-7s %14s %10s %7s %9s %9s %15s %13s\n", "round", "reviewledger/s", "crud/s", "ratio", "p50", "p99", "cpu/review", "peak RSS")
+	fmt.Fprintf(w, "%-7s %14s %10s %7s %9s %9s %13s  %-30s %s\n", "round", "reviewledger/s", "crud/s", "ratio", "p50", "p99", "peak RSS",
+		"CPU/review: server+pg+bench", "CRUD: pg+bench")
+	row := func(name string, rl, crud float64, ratio float64, p50, p99 time.Duration, rss float64, c, cc cpuShare) {
+		fmt.Fprintf(w, "%-7s %14.0f %10.0f %7.3f %9s %9s %9.0f MiB  %-30s %s\n", name, rl, crud, ratio, ms(p50), ms(p99), rss/(1<<20),
+			cpuText(c, true, cfg.pg != nil), cpuText(cc, false, cfg.pg != nil))
+	}
 	for i, rd := range r.rounds {
-		fmt.Fprintf(w, "%-7d %14.0f %10.0f %7.3f %9s %9s %15s %9.0f MiB\n", i+1, rd.rl.PerSecond, rd.crud.PerSecond,
-			rd.rl.PerSecond/rd.crud.PerSecond, ms(rd.rl.P50), ms(rd.rl.P99), ms(rd.rl.CPUPerReview), float64(rd.rl.PeakRSS)/(1<<20))
+		row(strconv.Itoa(i+1), rd.rl.PerSecond, rd.crud.PerSecond, rd.rl.PerSecond/rd.crud.PerSecond, rd.rl.P50, rd.rl.P99,
+			float64(rd.rl.PeakRSS), rd.rl.CPU, rd.crud.CPU)
 	}
 	if len(r.rounds) == 0 {
 		return
 	}
-	rl := median(r.rounds, func(x round) float64 { return x.rl.PerSecond })
-	crud := median(r.rounds, func(x round) float64 { return x.crud.PerSecond })
-	ratio := median(r.rounds, func(x round) float64 { return x.rl.PerSecond / x.crud.PerSecond })
-	p50 := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.P50) }))
-	p99 := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.P99) }))
-	cpu := time.Duration(median(r.rounds, func(x round) float64 { return float64(x.rl.CPUPerReview) }))
-	rss := median(r.rounds, func(x round) float64 { return float64(x.rl.PeakRSS) })
-	fmt.Fprintf(w, "%-7s %14.0f %10.0f %7.3f %9s %9s %15s %9.0f MiB\n", "median", rl, crud, ratio, ms(p50), ms(p99), ms(cpu), rss/(1<<20))
+	med := func(f func(round) float64) float64 { return median(r.rounds, f) }
+	dur := func(f func(round) time.Duration) time.Duration {
+		return time.Duration(med(func(x round) float64 { return float64(f(x)) }))
+	}
+	ratio := med(func(x round) float64 { return x.rl.PerSecond / x.crud.PerSecond })
+	rss := med(func(x round) float64 { return float64(x.rl.PeakRSS) })
+	rlCPU := cpuShare{Server: dur(func(x round) time.Duration { return x.rl.CPU.Server }),
+		Postgres: dur(func(x round) time.Duration { return x.rl.CPU.Postgres }), Bench: dur(func(x round) time.Duration { return x.rl.CPU.Bench })}
+	crudCPU := cpuShare{Postgres: dur(func(x round) time.Duration { return x.crud.CPU.Postgres }), Bench: dur(func(x round) time.Duration { return x.crud.CPU.Bench })}
+	row("median", med(func(x round) float64 { return x.rl.PerSecond }), med(func(x round) float64 { return x.crud.PerSecond }), ratio,
+		dur(func(x round) time.Duration { return x.rl.P50 }), dur(func(x round) time.Duration { return x.rl.P99 }), rss, rlCPU, crudCPU)
 	ratioVerdict := verdict(ratio >= targetRatio)
 	if ratio < defectRatio {
 		ratioVerdict = "BELOW TARGET (under 0.5: a defect)"
@@ -145,5 +155,27 @@ func (r *report) print(w io.Writer) {
 			l.rate, l.reviews, ms(l.p50), ms(l.p99), targetP99, verdict(l.p99 < targetP99))
 	}
 }
+
+// cpuText is a round's CPU per review, "server+pg+bench=total" (the
+// server's part only for reviewledger; pg "-" when PostgreSQL is not on
+// this machine).
+func cpuText(c cpuShare, server, pg bool) string {
+	var parts []string
+	total := c.Bench
+	if server {
+		parts = append(parts, fmt.Sprintf("%.2f", msf(c.Server)))
+		total += c.Server
+	}
+	if pg {
+		parts = append(parts, fmt.Sprintf("%.2f", msf(c.Postgres)))
+		total += c.Postgres
+	} else {
+		parts = append(parts, "-")
+	}
+	parts = append(parts, fmt.Sprintf("%.2f", msf(c.Bench)))
+	return fmt.Sprintf("%s=%.2fms", strings.Join(parts, "+"), msf(total))
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

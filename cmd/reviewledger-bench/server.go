@@ -235,22 +235,8 @@ func (s *server) stop() error {
 	return nil
 }
 
-// cpu is the server's CPU time (user and system) so far, from /proc.
-func (s *server) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("unexpected /proc stat: %q", b)
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
-}
+// cpu is the server's CPU time (user and system) so far.
+func (s *server) cpu() (time.Duration, error) { return processCPU(s.cmd.Process.Pid) }
 
 // peakRSS is the server's resident memory high-water mark (VmHWM).
 func (s *server) peakRSS() (uint64, error) {
