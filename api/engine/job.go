@@ -28,6 +28,7 @@ type job struct {
 	sweep    bool             // taken by the deadline sweeper
 	answer   *answer          // the answer of the attempt in flight, not yet recorded
 	slot     bool             // holds a call slot for the attempt it starts
+	calling  bool             // its attempt was started as it was created: call first
 
 	// Under Engine.mu:
 	parked     bool
@@ -53,6 +54,10 @@ type answer struct {
 // review.
 func (e *Engine) work(j *job) {
 	defer e.done(j)
+	if j.calling {
+		j.calling = false
+		e.call(j)
+	}
 	retry := newBackoff()
 	for {
 		more, err := e.step(j)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
@@ -502,4 +503,89 @@ func settled(t *testing.T, led *ledger.Ledger, id string) *ledger.Snapshot {
 		return rv.State() != domain.StatePending
 	})
 	return rv
+}
+
+// gated holds every call until its gate opens, and tells when each starts.
+type gated struct {
+	open    chan struct{}
+	started chan string
+}
+
+func (p *gated) Call(ctx context.Context, req provider.Request) provider.Result {
+	p.started <- req.ReviewID
+	select {
+	case <-p.open:
+	case <-ctx.Done():
+		return provider.Failure(domain.ClassCancelled, "stopped")
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// A review submitted while a call slot is free starts its first attempt in
+// the transaction that creates it (Submitted and AttemptStarted share one
+// transaction ID), and its submitter is answered the review as submitted;
+// one submitted while every slot is busy is created alone and started once
+// a slot frees. Both end accepted after one call each.
+func TestFirstAttemptStartsWithTheReview(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	ctx := context.Background()
+	prov := &gated{open: make(chan struct{}), started: make(chan string, 4)}
+	e, led, closeEngine, err := pgEngine(ctx, url, prov, func(c *Config) { c.Policy, c.Calls = fastPolicy(), 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine()
+	stop := running(t, e)
+	defer stop()
+	for !e.running.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	transactions := func(id string) int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xid) FROM event WHERE stream = $1 AND revision <= 1`, domain.StreamName(id)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	snap, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "first-1", ContentClass: "fast", Content: []byte("one")})
+	if err != nil || !created {
+		t.Fatalf("Submit(first-1) = %v, created %v", err, created)
+	}
+	if snap.Version() != 0 || snap.Attempts() != 0 || snap.State() != domain.StatePending {
+		t.Errorf("first-1 answered at version %d with %d attempts (%s), want the review as submitted", snap.Version(), snap.Attempts(), snap.State())
+	}
+	if got := <-prov.started; got != "first-1" {
+		t.Fatalf("the provider was called for %s first", got)
+	}
+	if n := transactions("first-1"); n != 1 {
+		t.Errorf("first-1: Submitted and AttemptStarted in %d transactions, want 1", n)
+	}
+
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "first-2", ContentClass: "fast", Content: []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	close(prov.open)
+	if got := <-prov.started; got != "first-2" {
+		t.Fatalf("the provider was called for %s, want first-2", got)
+	}
+	waitNoWork(t, e, nil)
+	if n := transactions("first-2"); n != 2 {
+		t.Errorf("first-2, submitted with no slot free: Submitted and AttemptStarted in %d transactions, want 2", n)
+	}
+	for _, id := range []string{"first-1", "first-2"} {
+		rv, err := led.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv.State() != domain.StateAccepted || rv.Attempts() != 1 {
+			t.Errorf("%s: %s after %d attempts, want accepted after 1", id, rv.State(), rv.Attempts())
+		}
+	}
 }

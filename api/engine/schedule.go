@@ -440,6 +440,20 @@ func (e *Engine) takeSlot(j *job) bool {
 	}
 }
 
+// tryTakeSlot takes a call slot for j if one is free now.
+func (e *Engine) tryTakeSlot(j *job) bool {
+	if j.slot {
+		return true
+	}
+	select {
+	case e.calls <- struct{}{}:
+		j.slot = true
+		return true
+	default:
+		return false
+	}
+}
+
 func (e *Engine) releaseSlot(j *job) {
 	if j.slot {
 		j.slot = false

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/domain"
@@ -78,10 +79,17 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 	}
 	change := work.Change{Op: work.Create, ReviewID: req.ReviewID, Deadline: ev.Deadline, Payload: pl, At: now}
 	owned := e.running.Load() && e.stopping.Err() == nil && e.store.Atomic() && e.capacity() > 0
+	var j *job
+	var then []domain.Event
 	if owned {
 		change.Owner, change.LeaseUntil = e.cfg.Owner, now.Add(e.cfg.Lease)
+		j = &job{id: req.ReviewID, deadline: ev.Deadline, payload: &pl}
+		then = e.firstAttempt(j, ev, now)
 	}
-	snap, err := e.ledger.CreateWith(ctx, ev, req.Actor, change)
+	snap, current, err := e.ledger.CreateThen(ctx, ev, req.Actor, change, actorEngine, then...)
+	if err != nil && j != nil {
+		e.releaseSlot(j)
+	}
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		existing, err := e.ledger.Load(ctx, req.ReviewID)
 		if err != nil {
@@ -97,11 +105,38 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		"payload_bytes", len(req.Content), "remaining_budget_ms", class.Budget.Milliseconds(), "owned", owned)
 	e.outstanding.created()
 	if owned {
-		e.adopt(&job{id: req.ReviewID, deadline: ev.Deadline, snap: snap, payload: &pl}, now)
+		j.snap, j.calling = current, len(then) > 0
+		if j.calling {
+			e.budget.record(now)
+			e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
+		}
+		e.adopt(j, now)
 		return snap, true, nil
 	}
 	e.dispatch(ctx, req.ReviewID)
 	return snap, true, nil
+}
+
+// firstAttempt is the AttemptStarted a review owned from its creation is
+// written with, when a call slot is free at once: its first attempt then
+// starts in the write that creates it, one commit before the provider is
+// called instead of two. Nothing otherwise (the job's first step starts
+// the attempt, waiting for a slot). The slot taken is j's.
+func (e *Engine) firstAttempt(j *job, ev domain.Submitted, now time.Time) []domain.Event {
+	r := &domain.Review{}
+	if r.Apply(0, ev) != nil {
+		return nil
+	}
+	st := domain.Next(r, now, domain.Facts{RetryAllowed: true})
+	if st.Kind != domain.StepStart || st.Retry || !e.tryTakeSlot(j) {
+		return nil
+	}
+	evs, err := r.EventsFor(st, now)
+	if err != nil {
+		e.releaseSlot(j)
+		return nil
+	}
+	return evs
 }
 
 // resubmitted answers a submit of a review that exists: the same review

@@ -112,6 +112,32 @@ func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor
 	return l.append(ctx, &Snapshot{Review: &domain.Review{}}, eventstore.NoStream, actor, effect, e)
 }
 
+// CreateThen creates a review as CreateWith does and appends then, the
+// events by, in the same write: for a review whose next step is known at
+// its creation (its first attempt, started by the process that owns it
+// from the start), one commit instead of two. It returns the review as
+// its Submitted event left it (what its submitter is answered) and as the
+// whole write left it (what its owner goes on from).
+func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor, effect any, by Actor, then ...domain.Event) (created, current *Snapshot, err error) {
+	if effect != nil && !l.effects {
+		return nil, nil, ErrNoEffects
+	}
+	stream := domain.StreamName(e.ReviewID)
+	created, data, err := l.encode(&Snapshot{Review: &domain.Review{}}, stream, actor, []domain.Event{e})
+	if err != nil {
+		return nil, nil, err
+	}
+	current, more, err := l.encode(created, stream, by, then)
+	if err != nil {
+		return nil, nil, err
+	}
+	events := append([]domain.Event{e}, then...)
+	if err := l.write(ctx, stream, eventstore.NoStream, append(data, more...), effect, e.ReviewID, current, events); err != nil {
+		return nil, nil, err
+	}
+	return created, current, nil
+}
+
 // Append appends events to a loaded review, expecting the stream to be
 // exactly at snap's version: if anything was appended since snap was
 // loaded the error matches eventstore.ErrWrongExpectedVersion and nothing is
@@ -144,8 +170,18 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	if err != nil {
 		return nil, err
 	}
+	if err := l.write(ctx, stream, expected, data, effect, id, next, events); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// write appends the encoded events of one review through the group
+// commit, then keeps the snapshot they lead to and tells the review's
+// waiters when the events may have ended its automated path.
+func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, effect any, id string, next *Snapshot, events []domain.Event) error {
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
-		return nil, fmt.Errorf("append to %s: %w", stream, err)
+		return fmt.Errorf("append to %s: %w", stream, err)
 	}
 	l.cache.put(next)
 	for _, e := range events {
@@ -154,7 +190,7 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 			break
 		}
 	}
-	return next, nil
+	return nil
 }
 
 // encode chains events onto snap and returns the snapshot they lead to.
