@@ -115,6 +115,13 @@ type Config struct {
 	// PurgeInterval is how often content and old deliveries are purged.
 	// Default 1h.
 	PurgeInterval time.Duration
+	// SweepLeader, when set, elects the one process of a deployment that
+	// sweeps and purges: it runs fn while this process is elected
+	// (waiting as long as another is), cancels fn's context when the
+	// election is lost, and returns when ctx is done or fn returns. Nil:
+	// this process sweeps unconditionally (racing sweepers are harmless,
+	// only wasteful: expected revisions refuse the second escalation).
+	SweepLeader func(ctx context.Context, fn func(context.Context) error) error
 	// StopTimeout bounds the writes of a stopping engine (closing its
 	// attempts, releasing its leases). Default 10s.
 	StopTimeout time.Duration
@@ -223,6 +230,7 @@ type Engine struct {
 	stop     context.CancelCauseFunc
 	stopAt   atomic.Int64 // unix nanoseconds of the stop
 	running  atomic.Bool
+	works    atomic.Bool // running, and taking work (Run or RunWorker)
 
 	publisher  message.Publisher
 	subscriber message.Subscriber
@@ -298,28 +306,54 @@ func (e *Engine) capacity() int {
 // progress are cancelled (their attempts closed as cancelled, the reviews
 // left pending and due at once for the next owner), the leases still held
 // are released, and Run returns once every review it worked is written,
-// within Config.StopTimeout. Run may be called once.
-func (e *Engine) Run(ctx context.Context) error {
+// within Config.StopTimeout. Run, RunWorker or RunSweeper may be called
+// once, one of them.
+func (e *Engine) Run(ctx context.Context) error { return e.run(ctx, true, true) }
+
+// RunWorker is Run without the deadline sweeper and the purge: this
+// process works reviews, another sweeps (RunSweeper).
+func (e *Engine) RunWorker(ctx context.Context) error { return e.run(ctx, true, false) }
+
+// RunSweeper runs only the deadline sweeper and the purge (elected by
+// Config.SweepLeader when set) until ctx is done: this process takes no
+// other work. The reviews it sweeps are written and their leases released
+// before it returns.
+func (e *Engine) RunSweeper(ctx context.Context) error { return e.run(ctx, false, true) }
+
+func (e *Engine) run(ctx context.Context, works, sweeps bool) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("engine: Run called twice")
 	}
+	e.works.Store(works)
 	defer e.closePub() //nolint:errcheck // closing on the way out
-	router, routerDone, err := e.startRouter()
-	if err != nil {
-		return err
+	var (
+		router     *message.Router
+		routerDone chan error
+		err        error
+	)
+	if works {
+		if router, routerDone, err = e.startRouter(); err != nil {
+			return err
+		}
 	}
 	// Leases are renewed until every review worked here is written, after
 	// the other loops stop.
 	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var loops, renewing sync.WaitGroup
 	renewing.Go(func() { e.renewLoop(renewCtx) })
-	loops.Go(func() { e.claimLoop(ctx) })
-	loops.Go(func() { e.timerLoop(ctx) })
-	loops.Go(func() { e.sweepLoop(ctx) })
-	loops.Go(func() { e.purgeLoop(ctx) })
+	if works {
+		loops.Go(func() { e.claimLoop(ctx) })
+		loops.Go(func() { e.timerLoop(ctx) })
+	}
+	if sweeps {
+		loops.Go(func() { e.leadSweep(ctx) })
+	}
 	<-ctx.Done()
 
-	closeErr := e.stopRouter(router, routerDone)
+	var closeErr error
+	if works {
+		closeErr = e.stopRouter(router, routerDone)
+	}
 	e.stopAt.Store(e.clock.Now().UnixNano())
 	e.stop(ErrShutdown)
 	loops.Wait()

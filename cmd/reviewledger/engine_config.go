@@ -16,6 +16,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // EngineConfig is the review engine's settings, embedded in the serve
@@ -89,6 +90,10 @@ func (c EngineConfig) Validate() error {
 	}
 	return nil
 }
+
+// sweeperLockKey is the advisory lock electing the one deadline sweeper
+// (and content purger) among the processes running the sweeper role.
+var sweeperLockKey = pglock.Key("reviewledger.engine.sweeper")
 
 // maxTopicLen keeps the PostgreSQL queue tables' names (a prefix and the
 // topic) within PostgreSQL's 63-byte identifiers.
@@ -191,6 +196,9 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&ec)
+	ec.SweepLeader = func(ctx context.Context, fn func(context.Context) error) error {
+		return pglock.Lead(ctx, pool, sweeperLockKey, time.Second, fn)
+	}
 	if c.Topic == "" {
 		ec.Topic = defaultTopic(pool.Config().ConnConfig.Database)
 	}
