@@ -85,11 +85,13 @@ type Config struct {
 	// Calls bounds the provider calls made at once. Default 256.
 	Calls int
 	// PubSub is gochannel (default), postgres or nats; NATSURL the NATS
-	// server (default nats://127.0.0.1:4222); Topic the work topic
-	// (default "reviewledger_review_work").
-	PubSub  string
-	NATSURL string
-	Topic   string
+	// servers, comma-separated (default nats://127.0.0.1:4222);
+	// NATSReplicas the work stream's replicas (default 1); Topic the work
+	// topic (default "reviewledger_review_work").
+	PubSub       string
+	NATSURL      string
+	NATSReplicas int
+	Topic        string
 	// Lease is how long a work record stays held without renewal. Default
 	// 5s; renewed every Lease/5. A process that dies releases its reviews
 	// by lease expiry.
@@ -166,6 +168,9 @@ func (c *Config) setDefaults() {
 	if c.Topic == "" {
 		c.Topic = "reviewledger_review_work"
 	}
+	if c.NATSReplicas == 0 {
+		c.NATSReplicas = 1
+	}
 	if c.RetryBudget == 0 {
 		c.RetryBudget = 0.2
 	}
@@ -188,6 +193,8 @@ func (c Config) Validate() error {
 		return bad("REVIEWLEDGER_WORKERS must be at least 1, got %d", c.Calls)
 	case c.PubSub != PubSubGoChannel && c.PubSub != PubSubPostgres && c.PubSub != PubSubNATS:
 		return bad("REVIEWLEDGER_PUBSUB must be gochannel, postgres or nats, got %q", c.PubSub)
+	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
+		return bad("REVIEWLEDGER_NATS_REPLICAS must be between 1 and 5, got %d", c.NATSReplicas)
 	case c.Lease < 100*time.Millisecond:
 		return bad("REVIEWLEDGER_LEASE must be at least 100ms, got %s", c.Lease)
 	case c.PollInterval < 0 || c.SweepInterval < 0 || c.SweepGrace < 0 || c.PurgeInterval < 0 || c.StopTimeout < 0:
