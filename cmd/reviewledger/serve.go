@@ -35,7 +35,7 @@ type ServeCmd struct {
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
-	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set)."`
+	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector,sweeper" help:"Roles this process runs: api (HTTP API), worker (review engine: provider calls, parked reviews), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set), sweeper (deadline sweeper and content purge, one process at a time). A process without api serves only /healthz, /readyz and /metrics."`
 	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
 	DebugAddr   string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
 }
@@ -45,7 +45,11 @@ const (
 	roleAPI       = "api"
 	roleWorker    = "worker"
 	roleProjector = "projector"
+	roleSweeper   = "sweeper"
 )
+
+// allRoles lists the roles, for messages.
+const allRoles = "api, worker, projector, sweeper"
 
 func (c *ServeCmd) runs(role string) bool { return slices.Contains(c.Roles, role) }
 
@@ -64,14 +68,14 @@ func (c *ServeCmd) Validate() error {
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("REVIEWLEDGER_STOP_TIMEOUT: must be a positive duration such as 10s, got %s", c.StopTimeout)
 	case len(c.Roles) == 0:
-		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of api, worker, projector")
+		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of %s", allRoles)
 	}
 	if _, err := tracingEnabled(os.Getenv); err != nil {
 		return err
 	}
 	for _, r := range c.Roles {
-		if r != roleAPI && r != roleWorker && r != roleProjector {
-			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are api, worker, projector)", r)
+		if r != roleAPI && r != roleWorker && r != roleProjector && r != roleSweeper {
+			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are %s)", r, allRoles)
 		}
 	}
 	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == engine.PubSubGoChannel {
@@ -183,9 +187,17 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			}()
 			return server.ListenAndServe(ctx, cfg.Addr)
 		}})
+	} else {
+		roles = append(roles, role{"probes", func(ctx context.Context) error { return server.ListenAndServeProbes(ctx, cfg.Addr) }})
 	}
-	if c.runs(roleWorker) {
+	switch {
+	case c.runs(roleWorker) && c.runs(roleSweeper):
 		roles = append(roles, role{roleWorker, eng.Run})
+	case c.runs(roleWorker):
+		roles = append(roles, role{roleWorker, eng.RunWorker})
+		log.Warn("this process runs workers but no sweeper: run the sweeper role in some process, or reviews whose worker died wait past their deadline unescalated")
+	case c.runs(roleSweeper):
+		roles = append(roles, role{roleSweeper, eng.RunSweeper})
 	}
 	if c.runs(roleProjector) {
 		roles = append(roles, role{roleProjector, projector.Run})
