@@ -164,6 +164,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Deliveries":      reflect.TypeFor[deliveriesView](),
 		"WebhookEvent":    reflect.TypeFor[notify.Body](),
 		"AuditCheckpoint": reflect.TypeFor[checkpointView](),
+		"ManualQueueItem": reflect.TypeFor[projections.QueueItem](),
+		"ManualQueue":     reflect.TypeFor[projections.Queue](),
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -180,24 +182,6 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 			if !slices.Contains(fields, r) {
 				t.Errorf("%s: required property %q is not written by %s", name, r, typ)
 			}
-		}
-	}
-	// The queue item: the projection's fields.
-	var queue struct {
-		Properties struct {
-			Items struct {
-				Items struct {
-					Properties map[string]json.RawMessage `json:"properties"`
-				} `json:"items"`
-			} `json:"items"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(doc.Components.Schemas["ManualQueue"].Properties["items"], &queue.Properties.Items); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range jsonFields(reflect.TypeFor[projections.QueueItem]()) {
-		if _, ok := queue.Properties.Items.Items.Properties[f]; !ok {
-			t.Errorf("ManualQueue: item field %q is not documented", f)
 		}
 	}
 }

@@ -94,6 +94,7 @@ var problemTable = []problemKind{
 	{domain.ErrNotPending, http.StatusConflict, "conflicting-completion", "Review is no longer pending"},
 	{domain.ErrUnknownClass, http.StatusUnprocessableEntity, "unknown-class", "Unknown content class"},
 	{domain.ErrInvalidFinding, http.StatusUnprocessableEntity, "invalid-finding", "Invalid finding"},
+	{ErrNotImplemented, http.StatusNotImplemented, "not-implemented", "Not implemented yet"},
 }
 
 var internalProblem = problemKind{status: http.StatusInternalServerError, kind: "internal", title: "Internal server error"}
