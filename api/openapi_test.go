@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/reviewledger/reviewledger/api/notify"
+	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -151,7 +152,15 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	for name, typ := range map[string]reflect.Type{
 		"Review":          reflect.TypeFor[reviewView](),
 		"CallbackResult":  reflect.TypeFor[callbackView](),
-		"Claim":           reflect.TypeFor[projections.Claim](),
+		"Claim":           reflect.TypeFor[claimView](),
+		"Release":         reflect.TypeFor[releaseView](),
+		"Hold":            reflect.TypeFor[holdView](),
+		"HoldRequest":     reflect.TypeFor[holdBody](),
+		"Requeue":         reflect.TypeFor[requeueBody](),
+		"BulkRequest":     reflect.TypeFor[bulkBody](),
+		"BulkResult":      reflect.TypeFor[bulkView](),
+		"QueueChange":     reflect.TypeFor[queuefeed.Change](),
+		"Timeline":        reflect.TypeFor[timelineView](),
 		"SLO":             reflect.TypeFor[projections.SLOSummary](),
 		"SLOSeries":       reflect.TypeFor[projections.Series](),
 		"SLOAttempts":     reflect.TypeFor[attemptsView](),
