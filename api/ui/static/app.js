@@ -2195,6 +2195,12 @@
         return;
       }
     }
+    if (typingIn(t) && ev.key === 'Escape' && t.closest && t.closest('#queue-filter, #lookup') && state.view === 'queue' && can('queue')) {
+      // Out of a filter or lookup field, back to the queue's keys.
+      ev.preventDefault();
+      $('queue-title').focus();
+      return;
+    }
     if (typingIn(t) || ev.ctrlKey) return;
     if (ev.key === '?') { ev.preventDefault(); openHelp(); return; }
     if (state.view !== 'queue' || !can('queue')) return;
