@@ -38,6 +38,10 @@ type Deps struct {
 	// Checkpoints serves POST /v1/audit/checkpoints; nil (no signing key)
 	// answers 503.
 	Checkpoints Checkpoints
+	// ReadReplica, when set, is the streaming replica serving the read
+	// models (*projections.Replica): /readyz checks it and reports its
+	// replay lag and whether reads go to it or fall back to the primary.
+	ReadReplica ReadReplica
 }
 
 // Server is the HTTP API.

@@ -26,6 +26,9 @@ const MaxLimit = 1000
 // not a ledger event: moderator claims. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	// replica, when set, serves the read-model queries while it is well
+	// (WithReplica); pool is the primary.
+	replica *Replica
 	// objectives are the classes' SLO objectives; a class not in it has
 	// domain.DefaultObjective.
 	objectives map[string]float64
@@ -111,6 +114,10 @@ type Queue struct {
 // then oldest escalation first. Claims are shown only while their lease is
 // live at now.
 func (db *DB) ManualQueue(ctx context.Context, class string, limit int, now time.Time) (Queue, error) {
+	return readFrom(ctx, db, func(db *DB) (Queue, error) { return db.manualQueue(ctx, class, limit, now) })
+}
+
+func (db *DB) manualQueue(ctx context.Context, class string, limit int, now time.Time) (Queue, error) {
 	if err := checkLimit(limit); err != nil {
 		return Queue{}, err
 	}
