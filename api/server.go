@@ -46,6 +46,10 @@ type Deps struct {
 	// Feed serves GET /v1/manual-queue/events (*queuefeed.Feed); the
 	// route answers 503 without it.
 	Feed Feed
+	// ReadReplica, when set, is the streaming replica serving the read
+	// models (*projections.Replica): /readyz checks it and reports its
+	// replay lag and whether reads go to it or fall back to the primary.
+	ReadReplica ReadReplica
 }
 
 // Server is the HTTP API.
