@@ -29,6 +29,9 @@ type job struct {
 	answer   *answer          // the answer of the attempt in flight, not yet recorded
 	slot     bool             // holds a call slot for the attempt it starts
 	calling  bool             // its attempt was started as it was created: call first
+	// parkUntil is set by the step that parks j; its goroutine parks it
+	// on its way out, so that j is never taken up while still worked.
+	parkUntil *time.Time
 
 	// Under Engine.mu:
 	parked     bool
@@ -304,7 +307,8 @@ func (e *Engine) carry(j *job, p plan) bool {
 		e.call(j)
 		return true
 	case domain.StepWait:
-		e.park(j, p.step.Until)
+		until := p.step.Until
+		j.parkUntil = &until // parked as its goroutine ends (done)
 	default:
 		e.finish(j)
 	}

@@ -531,7 +531,13 @@ func TestFirstAttemptStartsWithTheReview(t *testing.T) {
 	url := dbtest.URL(t)
 	ctx := context.Background()
 	prov := &gated{open: make(chan struct{}), started: make(chan string, 4)}
-	e, led, closeEngine, err := pgEngine(ctx, url, prov, func(c *Config) { c.Policy, c.Calls = fastPolicy(), 1 })
+	// The gate holds first-1's call while the test looks on: its attempt
+	// must not time out meanwhile, however slow the machine.
+	patient := domain.Policy{Classes: map[string]domain.ClassPolicy{"fast": {
+		Budget: time.Minute, AttemptTimeout: 30 * time.Second, MaxAttempts: 3,
+		Backoff: domain.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, OnExhaustion: domain.ExhaustToManualReview,
+	}}}
+	e, led, closeEngine, err := pgEngine(ctx, url, prov, func(c *Config) { c.Policy, c.Calls = patient, 1 })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,7 @@ func (e *Engine) adopt(j *job, leaseSent time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.jobs[j.id] != nil {
+		e.releaseSlot(j) // j never starts: the slot it took is free again
 		return
 	}
 	j.leaseUntil, j.heldSince = e.localLease(leaseSent), e.clock.Now()
@@ -136,6 +137,10 @@ func (e *Engine) done(j *job) {
 	e.releaseSlot(j)
 	e.mu.Lock()
 	e.active--
+	if j.parkUntil != nil {
+		e.parkLocked(j, *j.parkUntil)
+		j.parkUntil = nil
+	}
 	if !j.parked && e.jobs[j.id] == j {
 		delete(e.jobs, j.id)
 	}
@@ -150,10 +155,10 @@ func (e *Engine) done(j *job) {
 	e.hints.add() // room for more
 }
 
-// park leaves j waiting until its due time: no goroutine, no slot.
-func (e *Engine) park(j *job, until time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// parkLocked leaves j waiting until its due time: no goroutine, no slot.
+// From here on another goroutine may take j up again, so it is called
+// only once j's own goroutine has let go of it (done).
+func (e *Engine) parkLocked(j *job, until time.Time) {
 	j.parked, j.dueAt, j.sweep = true, until, false
 	if j.payload != nil {
 		if e.cached+len(j.payload.Content) > maxCachedContent {
