@@ -1619,7 +1619,7 @@
     const roundAttempts = esc ? w.attempts.filter((a) => a.round === esc.round).length : 0;
     $('why-escalation').textContent = esc
       ? 'Escalated ' + timestamp(esc.at) + ': ' + words(esc.reason) + (esc.detail ? ' (' + esc.detail + ')' : '') +
-        (roundAttempts ? ' after ' + plural(roundAttempts, 'attempt') + (w.rounds > 1 ? ' in round ' + esc.round : '') : '') +
+        (roundAttempts && !esc.detail ? ' after ' + plural(roundAttempts, 'attempt') : '') + (w.rounds > 1 ? ' in round ' + esc.round : '') +
         (w.escalations.length > 1 ? ' · escalated ' + w.escalations.length + ' times in all' : '')
       : 'Not escalated.';
     const body = $('why-attempts-body');
