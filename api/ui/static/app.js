@@ -1005,6 +1005,7 @@
     ok.disabled = true;
     ok.textContent = action.kind === 'hold' ? 'Put on hold' : action.kind === 'release' ? 'Release claims' : 'Requeue';
     setText('confirm-cancel', 'Cancel');
+    $('confirm-cancel').disabled = false;
     setText('confirm-title', action.kind === 'hold' ? 'Put review ' + action.ids[0] + ' on hold'
       : action.kind === 'release' ? 'Release claims'
         : action.filter ? 'Requeue every review that matches the filter' : action.ids.length === 1 ? 'Requeue review ' + action.ids[0] : 'Requeue the selected reviews');
@@ -1091,6 +1092,7 @@
     d.phase = 'running';
     const ok = $('confirm-ok');
     ok.disabled = true;
+    $('confirm-cancel').disabled = true;
     show($('confirm-error'), false);
     let outcomes = [];
     let failed = null;
@@ -1128,6 +1130,7 @@
         if (!cursor) break;
       }
     }
+    $('confirm-cancel').disabled = false;
     if (state.dialog !== d) return;
     d.phase = 'done';
     if (failed) {
@@ -1162,6 +1165,7 @@
 
   function closeConfirm() {
     const dlg = $('confirm-dialog');
+    if (state.dialog && state.dialog.phase === 'running') return;
     state.dialog = null;
     if (dlg.open) dlg.close();
   }
@@ -1555,11 +1559,6 @@
       list.append(el('li', { class: 'ev ev-' + String(e.type).replace(/[^A-Za-z]/g, '') }, head,
         sum ? el('p', { class: 'ev-summary', text: sum }) : null, details));
     }
-  }
-
-  function field(d, ...keys) {
-    for (const k of keys) if (d && d[k] !== undefined && d[k] !== null && d[k] !== '') return d[k];
-    return undefined;
   }
 
   // whyOf sorts a review's timeline entries (GET /v1/reviews/{id}/timeline)
@@ -2302,6 +2301,11 @@
     $('queue-order').addEventListener('change', guard(() => loadQueue()));
     $('confirm-form').addEventListener('submit', guard((ev) => { ev.preventDefault(); return confirmAction(); }));
     $('confirm-cancel').addEventListener('click', closeConfirm);
+    // A bulk action that has started runs to its end and lists its
+    // outcomes: Escape does not close the dialog meanwhile.
+    $('confirm-dialog').addEventListener('cancel', (ev) => {
+      if (state.dialog && state.dialog.phase === 'running') ev.preventDefault();
+    });
     $('confirm-dialog').addEventListener('close', () => {
       state.dialog = null;
       const back = state.reviewID && !$('review-panel').hidden ? $('review-title') : state.queueRows.get(state.cursor);
