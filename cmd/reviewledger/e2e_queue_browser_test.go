@@ -203,6 +203,7 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p.WaitFor("the help overlay", `() => document.getElementById('help-dialog').open`)
 		p.ScreenshotView("e2e-help-1280x800")
 		p.Press(kb.Escape)
+		p.WaitFor("the help overlay to close", `() => !document.getElementById('help-dialog').open && document.activeElement.id === 'help-open'`)
 		p.Press("/")
 		p.WaitFor("the class filter to have focus", `() => document.activeElement.id === 'queue-class'`)
 		p.Press("e2e_claimed" + kb.Enter)
