@@ -38,7 +38,7 @@ func openStream(t *testing.T, url, token, lastID string) *sseClient {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // read by the goroutine below, closed by t.Cleanup
 	if err != nil {
 		t.Fatal(err)
 	}
