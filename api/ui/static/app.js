@@ -854,6 +854,9 @@
     all.indeterminate = picked > 0 && picked < shown.length;
     const f = queueFilter();
     $('bulk-requeue-filter').textContent = 'Requeue all' + (f.reason ? ' ' + words(f.reason) : '') + (f.content_class ? ' of ' + f.content_class : '') + '…';
+    // A moderator releases their own claims; an admin may release anyone's.
+    $('bulk-release-filter').textContent = (state.role === 'admin' ? 'Release all claims' : 'Release my claims') +
+      (f.reason ? ' on ' + words(f.reason) : '') + (f.content_class ? (f.reason ? ' of ' : ' on ') + f.content_class : '') + '…';
   }
 
   function updateQueueFreshness() {
@@ -1007,7 +1010,7 @@
     setText('confirm-cancel', 'Cancel');
     $('confirm-cancel').disabled = false;
     setText('confirm-title', action.kind === 'hold' ? 'Put review ' + action.ids[0] + ' on hold'
-      : action.kind === 'release' ? 'Release claims'
+      : action.kind === 'release' ? (action.filter ? 'Release the claims that match the filter' : 'Release claims')
         : action.filter ? 'Requeue every review that matches the filter' : action.ids.length === 1 ? 'Requeue review ' + action.ids[0] : 'Requeue the selected reviews');
     setText('confirm-count', 'Counting…');
     if (!dlg.open) dlg.showModal();
@@ -1019,6 +1022,7 @@
     const parts = [];
     if (f.reason) parts.push('reason ' + words(f.reason));
     if (f.content_class) parts.push('class ' + f.content_class);
+    if (f.claimed_by) parts.push('claimed by ' + (f.claimed_by === state.me ? 'you' : f.claimed_by));
     return parts.length ? parts.join(', ') : 'every reason and class';
   }
 
@@ -1047,7 +1051,8 @@
       text = n === 0 ? 'No review matches: nothing would be requeued.'
         : 'This sends ' + what + (d.filter ? ' (' + filterWords(d.filter) + ')' : '') + ' back to automated review with a fresh budget; they leave the manual queue.';
     } else if (d.kind === 'release') {
-      text = n === 0 ? 'None of the selected reviews is claimed.' : 'This releases ' + what + ' of the selected reviews; any moderator may then claim them.';
+      text = n === 0 ? (d.filter ? 'No claim matches: nothing would be released.' : 'None of the selected reviews is claimed.')
+        : 'This releases ' + what + (d.filter ? ' (' + filterWords(d.filter) + ')' : ' of the selected reviews') + '; any moderator may then claim them.';
     } else {
       text = 'The review moves to the list on hold until it is taken off hold.';
     }
@@ -2292,6 +2297,11 @@
     $('bulk-requeue').addEventListener('click', () => openConfirm({ kind: 'requeue', ids: Array.from(state.selected) }));
     $('bulk-release').addEventListener('click', () => openConfirm({ kind: 'release', ids: Array.from(state.selected), bulk: true }));
     $('bulk-requeue-filter').addEventListener('click', () => openConfirm({ kind: 'requeue', filter: queueFilter() }));
+    $('bulk-release-filter').addEventListener('click', () => {
+      const filter = queueFilter();
+      if (state.role !== 'admin' && state.me) filter.claimed_by = state.me;
+      openConfirm({ kind: 'release', filter });
+    });
     $('bulk-clear').addEventListener('click', () => {
       for (const id of Array.from(state.selected)) toggleSelected(id, false);
       renderBulk();
