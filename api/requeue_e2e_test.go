@@ -189,4 +189,6 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 }
 
 // runnerless is a Reviews that submits nothing: a server that only reads.
-func (h *harness) runnerless() Reviews { return &fakeRunner{ledger: h.ledger, policy: harnessPolicy(), now: time.Now} }
+func (h *harness) runnerless() Reviews {
+	return &fakeRunner{ledger: h.ledger, policy: harnessPolicy(), now: time.Now}
+}
