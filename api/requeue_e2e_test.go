@@ -78,8 +78,12 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	go func() { projDone <- proj.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-engDone
-		<-projDone
+		if err := <-engDone; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+		if err := <-projDone; err != nil {
+			t.Errorf("projections: %v", err)
+		}
 	}()
 	h := &harness{t: t, logs: &syncBuffer{}, ledger: l, pool: pool, store: store}
 	srv, err := New(Config{Tokens: testTokens, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Classes: policy.Names()},
