@@ -107,6 +107,16 @@ type Deliveries interface {
 
 var _ Deliveries = (*notify.DB)(nil)
 
+// ReadReplica is a streaming replica of the database serving the read
+// models (*projections.Replica).
+type ReadReplica interface {
+	// Check measures the replica's replay lag, decides whether the read
+	// models are read from it or from the primary, and reports it.
+	Check(ctx context.Context) projections.ReplicaStatus
+}
+
+var _ ReadReplica = (*projections.Replica)(nil)
+
 // Check is one readiness check for /readyz.
 type Check struct {
 	Name  string

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // readyTimeout bounds all readiness checks together.
@@ -21,6 +23,10 @@ func (s *Server) healthz(c echo.Context) error {
 type readyView struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
+	// ReadReplica is the replica serving the read models, when one is
+	// configured. It never fails readiness: while it is down or lags, the
+	// primary serves the read models.
+	ReadReplica *projections.ReplicaStatus `json:"read_replica,omitempty"`
 }
 
 // readyz is GET /readyz: 200 when every check passes, else a 503 problem
@@ -37,6 +43,10 @@ func (s *Server) readyz(c echo.Context) error {
 			continue
 		}
 		v.Checks[ch.Name] = "ok"
+	}
+	if s.deps.ReadReplica != nil {
+		st := s.deps.ReadReplica.Check(ctx)
+		v.ReadReplica = &st
 	}
 	if len(failed) > 0 && clientGone(c) {
 		// The checks failed because the prober hung up, not the service.

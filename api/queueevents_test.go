@@ -195,3 +195,44 @@ func TestQueueEvents(t *testing.T) {
 	for range r.events {
 	}
 }
+
+// TestQueueStreamOutlivesTimeouts: a stream lasts past the server's read
+// and write timeouts, heartbeat after heartbeat.
+func TestQueueStreamOutlivesTimeouts(t *testing.T) {
+	var feed *queuefeed.Feed
+	h := newHarness(t, func(c *Config, d *Deps) {
+		l := d.Ledger.(*ledger.Ledger)
+		feed = queuefeed.New(l.Store(), l, queuefeed.Config{})
+		d.Feed = feed
+		c.QueueHeartbeat = 20 * time.Millisecond
+		c.ReadTimeout, c.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = feed.Follow(ctx) }()
+	ts := httptest.NewUnstartedServer(h.srv.Handler())
+	ts.Config = h.srv.HTTPServer("")
+	ts.Start()
+	defer ts.Close()
+	defer h.srv.Close()
+	s := openStream(t, ts.URL, moderatorToken, "")
+	if ev := s.next(); ev.event != "ready" {
+		t.Fatalf("first event %+v", ev)
+	}
+	started := time.Now()
+	beats := 0
+	for beats < 5 || time.Since(started) < 300*time.Millisecond {
+		ev, ok := <-s.events
+		if !ok {
+			t.Fatalf("the stream ended after %d heartbeats", beats)
+		}
+		if ev.comment {
+			beats++
+		}
+	}
+	h.submit("r1", "caption_suggestion", "x")
+	h.escalate("r1", domain.ReasonBudgetExhausted)
+	if ch := s.change(); ch.Type != queuefeed.Added || ch.ReviewID != "r1" {
+		t.Fatalf("change after the timeouts: %+v", ch)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
+	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
@@ -76,8 +78,12 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	go func() { projDone <- proj.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-engDone
-		<-projDone
+		if err := <-engDone; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+		if err := <-projDone; err != nil {
+			t.Errorf("projections: %v", err)
+		}
 	}()
 	h := &harness{t: t, logs: &syncBuffer{}, ledger: l, pool: pool, store: store}
 	srv, err := New(Config{Tokens: testTokens, Logger: slog.New(slog.NewJSONHandler(h.logs, nil)), Classes: policy.Names()},
@@ -104,6 +110,26 @@ func TestOutageRequeueRecovers(t *testing.T) {
 		}
 	}
 
+	// A second server with a store and ledger of its own (as another
+	// process would have) streams the queue's changes, which the first
+	// one makes: the stream follows the database's global order.
+	storeB := pgstore.New(pool, pgstore.Config{PollInterval: 20 * time.Millisecond})
+	t.Cleanup(storeB.Close)
+	ledgerB := ledger.New(storeB)
+	feedB := queuefeed.New(storeB, ledgerB, queuefeed.Config{})
+	go func() { _ = feedB.Follow(ctx) }()
+	srvB, err := New(Config{Tokens: testTokens, Logger: quiet}, Deps{Ledger: ledgerB, Reviews: reviewsOnly{h.runnerless()}, Feed: feedB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpB := httptest.NewServer(srvB.Handler())
+	defer httpB.Close()
+	defer srvB.Close() // ends the stream first: Close waits for open connections
+	stream := openStream(t, httpB.URL, moderatorToken, "")
+	if ev := stream.next(); ev.event != "ready" {
+		t.Fatalf("stream B: %+v", ev)
+	}
+
 	prov.down.Store(false)
 	requeued, cursor := 0, ""
 	for {
@@ -120,6 +146,12 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	}
 	if requeued != n {
 		t.Fatalf("requeued %d of %d", requeued, n)
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		if ch := stream.change(); ch.Type == queuefeed.Requeued && ch.Round == 2 && ch.By == "mona" {
+			seen[ch.ReviewID] = true
+		}
 	}
 	// The recovered provider decides every one in round 2, attempts
 	// numbered on.
@@ -158,4 +190,9 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runnerless is a Reviews that submits nothing: a server that only reads.
+func (h *harness) runnerless() Reviews {
+	return &fakeRunner{ledger: h.ledger, policy: harnessPolicy(), now: time.Now}
 }

@@ -46,6 +46,10 @@ type Deps struct {
 	// Feed serves GET /v1/manual-queue/events (*queuefeed.Feed); the
 	// route answers 503 without it.
 	Feed Feed
+	// ReadReplica, when set, is the streaming replica serving the read
+	// models (*projections.Replica): /readyz checks it and reports its
+	// replay lag and whether reads go to it or fall back to the primary.
+	ReadReplica ReadReplica
 }
 
 // Server is the HTTP API.
@@ -55,6 +59,7 @@ type Server struct {
 	log      *slog.Logger
 	auth     *authenticator
 	echo     *echo.Echo
+	probes   *echo.Echo // only the probes and /metrics (ServeProbes)
 	metrics  *metrics
 	problems []problemKind
 	// closing is closed when the HTTP server shuts down, ending the
@@ -97,6 +102,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		closing:  make(chan struct{}),
 	}
 	s.echo = s.routes()
+	s.probes = s.probeRoutes()
 	return s, nil
 }
 
@@ -139,13 +145,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/admin/deliveries/:id/redeliver", s.redeliver, s.require(RoleAdmin))
 	e.POST("/v1/audit/checkpoints", s.checkpoint, s.require(RoleAuditor))
 
-	e.GET("/healthz", s.healthz)
-	e.HEAD("/healthz", s.healthz, headLikeGet)
-	e.GET("/readyz", s.readyz)
-	e.HEAD("/readyz", s.readyz, headLikeGet)
-	metrics := echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
-	e.GET("/metrics", metrics)
-	e.HEAD("/metrics", metrics, headLikeGet)
+	s.probeRoute(e)
 	e.GET("/openapi.json", s.openapi)
 	e.HEAD("/openapi.json", s.openapi, headLikeGet)
 	if s.deps.UI != nil {
@@ -157,12 +157,36 @@ func (s *Server) routes() *echo.Echo {
 	return e
 }
 
+// probeRoute adds the unauthenticated probes and /metrics to e.
+func (s *Server) probeRoute(e *echo.Echo) {
+	e.GET("/healthz", s.healthz)
+	e.HEAD("/healthz", s.healthz, headLikeGet)
+	e.GET("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz, headLikeGet)
+	metrics := echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	e.GET("/metrics", metrics)
+	e.HEAD("/metrics", metrics, headLikeGet)
+}
+
+// probeRoutes is the Echo instance of a process that serves no API:
+// /healthz, /readyz and /metrics, everything else 404.
+func (s *Server) probeRoutes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.requestID, s.recover)
+	s.probeRoute(e)
+	return e
+}
+
 // HTTPServer returns an http.Server for the handler with the configured
 // timeouts.
-func (s *Server) HTTPServer(addr string) *http.Server {
+func (s *Server) HTTPServer(addr string) *http.Server { return s.httpServer(addr, s.echo) }
+
+func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
 	srv := &http.Server{
 		Addr:              addr,
-		Handler:           s.echo,
+		Handler:           h,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      s.cfg.WriteTimeout,
@@ -181,7 +205,10 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 // Serve serves on l until ctx is done, then shuts down gracefully within
 // Config.ShutdownTimeout.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := s.HTTPServer(l.Addr().String())
+	return s.serve(ctx, l, s.HTTPServer(l.Addr().String()))
+}
+
+func (s *Server) serve(ctx context.Context, l net.Listener, srv *http.Server) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
@@ -207,4 +234,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	return s.Serve(ctx, l)
+}
+
+// ListenAndServeProbes listens on addr and serves only /healthz, /readyz
+// and /metrics until ctx is done: the HTTP side of a process running no
+// API, for its orchestrator and Prometheus.
+func (s *Server) ListenAndServeProbes(ctx context.Context, addr string) error {
+	l, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return s.serve(ctx, l, s.httpServer(l.Addr().String(), s.probes))
 }

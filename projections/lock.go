@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // lockKey is the advisory lock electing the one runner of a projection.
@@ -50,14 +51,14 @@ func (r *Runner) withLocks(ctx context.Context, ps []projection, fn func([]*pgx.
 }
 
 // withAdvisoryLock runs fn holding the session-level advisory lock key on a
-// connection of its own, opened outside the pool so that waiting for or
+// connection of its own (named by pglock.AppName, for Status), opened outside the pool so that waiting for or
 // holding locks never takes a pooled connection from the work it guards.
 // It waits, trying every retry, while another session holds the lock;
 // closing the connection releases it.
 func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgx.Conn) error) error {
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	conn, err := pglock.Connect(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("open lock connection: %w", err)
+		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

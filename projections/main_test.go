@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -142,20 +141,9 @@ func (e *env) workload(t *testing.T, cfg workload.Config) workload.Stats {
 // dump returns every row of every projection table, as text, sorted.
 func dump(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 	t.Helper()
-	out := map[string][]string{}
-	for _, p := range all() {
-		for _, table := range p.tables() {
-			rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT t::text FROM %s t`, liveTables.name(table)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(lines)
-			out[table] = lines
-		}
+	out, err := Dump(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

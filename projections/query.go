@@ -23,6 +23,9 @@ const MaxLimit = 1000
 // DB answers queries on the read models. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	// replica, when set, serves the read-model queries while it is well
+	// (WithReplica); pool is the primary.
+	replica *Replica
 	// objectives are the classes' SLO objectives; a class not in it has
 	// domain.DefaultObjective.
 	objectives map[string]float64

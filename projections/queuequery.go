@@ -148,6 +148,10 @@ func (q QueueQuery) orderBy() string {
 // moderator that q selects, in q's order. Claims are shown only while
 // their lease is live at now.
 func (db *DB) ManualQueue(ctx context.Context, q QueueQuery, now time.Time) (Queue, error) {
+	return readFrom(ctx, db, func(db *DB) (Queue, error) { return db.manualQueue(ctx, q, now) })
+}
+
+func (db *DB) manualQueue(ctx context.Context, q QueueQuery, now time.Time) (Queue, error) {
 	if err := q.check(false); err != nil {
 		return Queue{}, err
 	}
@@ -188,6 +192,10 @@ func (db *DB) ManualQueue(ctx context.Context, q QueueQuery, now time.Time) (Que
 // CountQueue returns how many manual-queue items q selects at now
 // (q.Limit, q.Order and q.After are ignored).
 func (db *DB) CountQueue(ctx context.Context, q QueueQuery, now time.Time) (int, error) {
+	return readFrom(ctx, db, func(db *DB) (int, error) { return db.countQueue(ctx, q, now) })
+}
+
+func (db *DB) countQueue(ctx context.Context, q QueueQuery, now time.Time) (int, error) {
 	if err := q.check(true); err != nil {
 		return 0, err
 	}

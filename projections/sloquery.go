@@ -71,6 +71,10 @@ func windowStart(window time.Duration, now time.Time) (time.Time, error) {
 // in the window (ConflictingCompletionRecorded events, by the minute they
 // were refused). ManualQueue is the queue now.
 func (db *DB) SLO(ctx context.Context, window time.Duration, class string, now time.Time) (SLOSummary, error) {
+	return readFrom(ctx, db, func(db *DB) (SLOSummary, error) { return db.slo(ctx, window, class, now) })
+}
+
+func (db *DB) slo(ctx context.Context, window time.Duration, class string, now time.Time) (SLOSummary, error) {
 	from, err := windowStart(window, now)
 	if err != nil {
 		return SLOSummary{}, err
@@ -217,6 +221,10 @@ func bucketBounds(b int) (from float64, to *float64) {
 // attempts that ended in the window ending at now and their measured
 // service-time percentiles, in class order.
 func (db *DB) AttemptServiceTimes(ctx context.Context, class string, window time.Duration, now time.Time) ([]ServiceTimes, error) {
+	return readFrom(ctx, db, func(db *DB) ([]ServiceTimes, error) { return db.attemptServiceTimes(ctx, class, window, now) })
+}
+
+func (db *DB) attemptServiceTimes(ctx context.Context, class string, window time.Duration, now time.Time) ([]ServiceTimes, error) {
 	from, err := windowStart(window, now)
 	if err != nil {
 		return nil, err

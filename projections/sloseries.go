@@ -125,6 +125,10 @@ func seriesRange(window, step time.Duration, now time.Time) (from time.Time, n i
 // the window ending at now, in steps of step (a whole number of minutes,
 // at most MaxSeriesPoints steps). The last step is the one holding now.
 func (db *DB) SLOSeries(ctx context.Context, window, step time.Duration, class string, now time.Time) (Series, error) {
+	return readFrom(ctx, db, func(db *DB) (Series, error) { return db.sloSeries(ctx, window, step, class, now) })
+}
+
+func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class string, now time.Time) (Series, error) {
 	from, n, err := seriesRange(window, step, now)
 	if err != nil {
 		return Series{}, err

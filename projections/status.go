@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // Status describes one projection's progress.
@@ -31,15 +32,29 @@ type Status struct {
 	// LagSeconds is the age of the oldest event not yet applied, 0 when
 	// caught up.
 	LagSeconds float64
+	// Active is the session holding the projection's run lock: the
+	// process running it. Nil when none does.
+	Active *pglock.Holder
 }
 
 // Status reports the checkpoint and lag of every configured projection,
 // counting lag by reading the ledger after each checkpoint, at most
 // maxLag events per projection.
 func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
+	keys := make([]int64, len(r.projections))
+	for i, p := range r.projections {
+		keys[i] = lockKey("run", p.name())
+	}
+	holders, err := pglock.Holders(ctx, r.cfg.Pool, keys...)
+	if err != nil {
+		return nil, dbErr(ctx, "status", err)
+	}
 	var out []Status
 	for _, p := range r.projections {
 		st := Status{Projection: p.name(), CodeVersion: p.version()}
+		if h, ok := holders[lockKey("run", p.name())]; ok {
+			st.Active = &h
+		}
 		cp, err := scanCheckpoint(r.cfg.Pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM projection_checkpoint WHERE name = $1`, p.name()))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -72,4 +87,18 @@ func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// Holder returns the session holding the advisory lock key in the
+// runner's database (another election's, such as the deadline sweeper's),
+// nil when none does.
+func (r *Runner) Holder(ctx context.Context, key int64) (*pglock.Holder, error) {
+	holders, err := pglock.Holders(ctx, r.cfg.Pool, key)
+	if err != nil {
+		return nil, dbErr(ctx, "lock holder", err)
+	}
+	if h, ok := holders[key]; ok {
+		return &h, nil
+	}
+	return nil, nil
 }

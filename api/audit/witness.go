@@ -9,6 +9,31 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// ReplicaAnchors reads audit anchors from a streaming replica and
+// advances them on its primary: the anchors read are then as recent as
+// the streams read from the same replica (a lagging replica never shows
+// an anchor ahead of its stream), and nothing is written to a read-only
+// server. Advance never moves an anchor backwards, so anchoring what a
+// lagging replica saw is safe.
+type ReplicaAnchors struct {
+	Replica, Primary PGAnchors
+}
+
+var _ Anchors = ReplicaAnchors{}
+
+// Name implements Witness.
+func (ReplicaAnchors) Name() string { return PGAnchors{}.Name() }
+
+// Marks implements Witness, on the replica.
+func (a ReplicaAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
+	return a.Replica.Marks(ctx, ids)
+}
+
+// Advance implements Anchors, on the primary.
+func (a ReplicaAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
+	return a.Primary.Advance(ctx, marks, at)
+}
+
 // PGAnchors keeps audit anchors in PostgreSQL (migration 0030_audit_anchor).
 type PGAnchors struct {
 	Pool *pgxpool.Pool

@@ -58,7 +58,11 @@ func (e *Engine) openPubSub() error {
 		}
 	case PubSubNATS:
 		closed := make(chan struct{})
+		// Several servers (a cluster) may be given; the client moves to
+		// another when its server fails, and never stops reconnecting: a
+		// broker outage costs hints, never the process.
 		nc, err := nats.Connect(e.cfg.NATSURL, nats.Name("reviewledger-runner"),
+			nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
 			nats.DrainTimeout(5*time.Second), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 		if err != nil {
 			return fmt.Errorf("REVIEWLEDGER_NATS_URL %s: %w", e.cfg.NATSURL, err)
@@ -66,7 +70,8 @@ func (e *Engine) openPubSub() error {
 		// A work-queue stream: each message goes to one member of the
 		// consumer group and is deleted once acknowledged.
 		streamConfig := func(topic string) jetstream.StreamConfig {
-			return jetstream.StreamConfig{Name: topic, Subjects: []string{topic}, Retention: jetstream.WorkQueuePolicy}
+			return jetstream.StreamConfig{Name: topic, Subjects: []string{topic}, Retention: jetstream.WorkQueuePolicy,
+				Replicas: e.cfg.NATSReplicas}
 		}
 		js, err := jetstream.New(nc)
 		if err == nil {

@@ -85,11 +85,13 @@ type Config struct {
 	// Calls bounds the provider calls made at once. Default 256.
 	Calls int
 	// PubSub is gochannel (default), postgres or nats; NATSURL the NATS
-	// server (default nats://127.0.0.1:4222); Topic the work topic
-	// (default "reviewledger_review_work").
-	PubSub  string
-	NATSURL string
-	Topic   string
+	// servers, comma-separated (default nats://127.0.0.1:4222);
+	// NATSReplicas the work stream's replicas (default 1); Topic the work
+	// topic (default "reviewledger_review_work").
+	PubSub       string
+	NATSURL      string
+	NATSReplicas int
+	Topic        string
 	// Lease is how long a work record stays held without renewal. Default
 	// 5s; renewed every Lease/5. A process that dies releases its reviews
 	// by lease expiry.
@@ -115,6 +117,13 @@ type Config struct {
 	// PurgeInterval is how often content and old deliveries are purged.
 	// Default 1h.
 	PurgeInterval time.Duration
+	// SweepLeader, when set, elects the one process of a deployment that
+	// sweeps and purges: it runs fn while this process is elected
+	// (waiting as long as another is), cancels fn's context when the
+	// election is lost, and returns when ctx is done or fn returns. Nil:
+	// this process sweeps unconditionally (racing sweepers are harmless,
+	// only wasteful: expected revisions refuse the second escalation).
+	SweepLeader func(ctx context.Context, fn func(context.Context) error) error
 	// StopTimeout bounds the writes of a stopping engine (closing its
 	// attempts, releasing its leases). Default 10s.
 	StopTimeout time.Duration
@@ -159,6 +168,9 @@ func (c *Config) setDefaults() {
 	if c.Topic == "" {
 		c.Topic = "reviewledger_review_work"
 	}
+	if c.NATSReplicas == 0 {
+		c.NATSReplicas = 1
+	}
 	if c.RetryBudget == 0 {
 		c.RetryBudget = 0.2
 	}
@@ -181,6 +193,8 @@ func (c Config) Validate() error {
 		return bad("REVIEWLEDGER_WORKERS must be at least 1, got %d", c.Calls)
 	case c.PubSub != PubSubGoChannel && c.PubSub != PubSubPostgres && c.PubSub != PubSubNATS:
 		return bad("REVIEWLEDGER_PUBSUB must be gochannel, postgres or nats, got %q", c.PubSub)
+	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
+		return bad("REVIEWLEDGER_NATS_REPLICAS must be between 1 and 5, got %d", c.NATSReplicas)
 	case c.Lease < 100*time.Millisecond:
 		return bad("REVIEWLEDGER_LEASE must be at least 100ms, got %s", c.Lease)
 	case c.PollInterval < 0 || c.SweepInterval < 0 || c.SweepGrace < 0 || c.PurgeInterval < 0 || c.StopTimeout < 0:
@@ -223,6 +237,7 @@ type Engine struct {
 	stop     context.CancelCauseFunc
 	stopAt   atomic.Int64 // unix nanoseconds of the stop
 	running  atomic.Bool
+	works    atomic.Bool // running, and taking work (Run or RunWorker)
 
 	publisher  message.Publisher
 	subscriber message.Subscriber
@@ -298,28 +313,54 @@ func (e *Engine) capacity() int {
 // progress are cancelled (their attempts closed as cancelled, the reviews
 // left pending and due at once for the next owner), the leases still held
 // are released, and Run returns once every review it worked is written,
-// within Config.StopTimeout. Run may be called once.
-func (e *Engine) Run(ctx context.Context) error {
+// within Config.StopTimeout. Run, RunWorker or RunSweeper may be called
+// once, one of them.
+func (e *Engine) Run(ctx context.Context) error { return e.run(ctx, true, true) }
+
+// RunWorker is Run without the deadline sweeper and the purge: this
+// process works reviews, another sweeps (RunSweeper).
+func (e *Engine) RunWorker(ctx context.Context) error { return e.run(ctx, true, false) }
+
+// RunSweeper runs only the deadline sweeper and the purge (elected by
+// Config.SweepLeader when set) until ctx is done: this process takes no
+// other work. The reviews it sweeps are written and their leases released
+// before it returns.
+func (e *Engine) RunSweeper(ctx context.Context) error { return e.run(ctx, false, true) }
+
+func (e *Engine) run(ctx context.Context, works, sweeps bool) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("engine: Run called twice")
 	}
+	e.works.Store(works)
 	defer e.closePub() //nolint:errcheck // closing on the way out
-	router, routerDone, err := e.startRouter()
-	if err != nil {
-		return err
+	var (
+		router     *message.Router
+		routerDone chan error
+		err        error
+	)
+	if works {
+		if router, routerDone, err = e.startRouter(); err != nil {
+			return err
+		}
 	}
 	// Leases are renewed until every review worked here is written, after
 	// the other loops stop.
 	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	var loops, renewing sync.WaitGroup
 	renewing.Go(func() { e.renewLoop(renewCtx) })
-	loops.Go(func() { e.claimLoop(ctx) })
-	loops.Go(func() { e.timerLoop(ctx) })
-	loops.Go(func() { e.sweepLoop(ctx) })
-	loops.Go(func() { e.purgeLoop(ctx) })
+	if works {
+		loops.Go(func() { e.claimLoop(ctx) })
+		loops.Go(func() { e.timerLoop(ctx) })
+	}
+	if sweeps {
+		loops.Go(func() { e.leadSweep(ctx) })
+	}
 	<-ctx.Done()
 
-	closeErr := e.stopRouter(router, routerDone)
+	var closeErr error
+	if works {
+		closeErr = e.stopRouter(router, routerDone)
+	}
 	e.stopAt.Store(e.clock.Now().UnixNano())
 	e.stop(ErrShutdown)
 	loops.Wait()

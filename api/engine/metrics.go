@@ -26,6 +26,7 @@ type metrics struct {
 	retryWindowAttempts  *prometheus.GaugeVec
 	retryWindowRetries   *prometheus.GaugeVec
 	swept                prometheus.Counter
+	sweeperActive        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,13 +61,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retryWindowAttempts:  gauges("retry_budget_window_attempts", "Attempts in the retry budget's sliding window.", "provider"),
 		retryWindowRetries:   gauges("retry_budget_window_retries", "Retries in the retry budget's sliding window.", "provider"),
 		swept:                counter("swept_reviews_total", "Reviews escalated by the deadline sweeper."),
+		sweeperActive:        gauge("sweeper_active", "1 while this process is the elected deadline sweeper and content purger, 0 otherwise."),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.submitted, m.requeued, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
 		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted,
-		m.retryWindowAttempts, m.retryWindowRetries, m.swept} {
+		m.retryWindowAttempts, m.retryWindowRetries, m.swept, m.sweeperActive} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -78,7 +78,7 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		}
 	}
 	change := work.Change{Op: work.Create, ReviewID: req.ReviewID, Deadline: ev.Deadline, Payload: pl, At: now}
-	owned := e.running.Load() && e.stopping.Err() == nil && e.store.Atomic() && e.capacity() > 0
+	owned := e.works.Load() && e.stopping.Err() == nil && e.store.Atomic() && e.capacity() > 0
 	var j *job
 	var then []domain.Event
 	if owned {
@@ -165,7 +165,7 @@ func (e *Engine) resubmitted(ctx context.Context, existing *ledger.Snapshot, req
 // topic. A message that is lost costs only time: every process polls for
 // due work.
 func (e *Engine) dispatch(ctx context.Context, reviewID string) {
-	if e.running.Load() {
+	if e.works.Load() {
 		e.hint(reviewID)
 		if e.cfg.PubSub == PubSubGoChannel {
 			return

@@ -48,6 +48,40 @@ func (e *Engine) PurgePayloads(ctx context.Context) (int64, error) {
 	return n, e.store.PurgeDeliveries(ctx, now.Add(-2*provider.SignatureTolerance))
 }
 
+// leadSweep runs the sweeper and the purge while this process is elected
+// (always, without a SweepLeader), standing again after losing an election
+// until ctx is done.
+func (e *Engine) leadSweep(ctx context.Context) {
+	if e.cfg.SweepLeader == nil {
+		e.sweepAndPurge(ctx)
+		return
+	}
+	for ctx.Err() == nil {
+		err := e.cfg.SweepLeader(ctx, func(ctx context.Context) error {
+			e.metrics.sweeperActive.Set(1)
+			defer e.metrics.sweeperActive.Set(0)
+			e.log.Info("elected deadline sweeper", "owner", e.cfg.Owner)
+			e.sweepAndPurge(ctx)
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			e.metrics.storeErrors.Inc()
+			e.log.Warn("deadline sweeper election; standing again", "error", err.Error())
+			if e.clock.Sleep(ctx, e.cfg.PollInterval) != nil {
+				return
+			}
+		}
+	}
+}
+
+// sweepAndPurge runs the sweep and purge loops until ctx is done.
+func (e *Engine) sweepAndPurge(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { e.sweepLoop(ctx) })
+	wg.Go(func() { e.purgeLoop(ctx) })
+	wg.Wait()
+}
+
 func (e *Engine) sweepLoop(ctx context.Context) {
 	for {
 		if n, err := e.Sweep(ctx); err != nil && ctx.Err() == nil {

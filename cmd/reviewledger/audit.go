@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/audit"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // AuditCmd groups the auditor's commands.
@@ -50,12 +51,11 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 		return err
 	}
 	defer db.Close()
-	anchors := audit.PGAnchors{Pool: db.Pool}
-	v := &audit.Verifier{Store: db.Store, Histories: db.Ledger, Witnesses: []audit.Witness{audit.PGSummaries{Pool: db.Pool}, anchors},
-		PublicKeys: c.keys, Checkpoints: audit.PGCheckpoints{Pool: db.Pool}}
-	if !c.NoAnchor {
-		v.Anchors = anchors
+	v, closeRead, err := c.verifier(ctx, db, log)
+	if err != nil {
+		return err
 	}
+	defer closeRead()
 	rep, err := v.Verify(ctx, c.Review)
 	if err != nil {
 		return err
@@ -86,6 +86,44 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 		return fmt.Errorf("%d of %d reviews damaged, %d signed checkpoints broken (each named above): %w", n, rep.Reviews, len(rep.Broken), audit.ErrDamaged)
 	}
 	return nil
+}
+
+// verifier reads the primary, or, with REVIEWLEDGER_READ_DATABASE_URL,
+// the replica (the ledger when it is in PostgreSQL, the summaries, anchors
+// and checkpoints), advancing anchors on the primary. A replica that
+// does not answer as a standby is passed over with a warning.
+func (c *AuditVerifyCmd) verifier(ctx context.Context, db *ledgerDB, log *slog.Logger) (*audit.Verifier, func(), error) {
+	read, store, hist := db.Pool, db.Store, db.Ledger
+	anchors := audit.Anchors(audit.PGAnchors{Pool: db.Pool})
+	closeRead := func() {}
+	if c.ReadURL != "" {
+		rpool, err := openReadPool(ctx, c.ReadURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		var standby bool
+		err = rpool.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby)
+		switch {
+		case err != nil || !standby:
+			rpool.Close()
+			log.Warn("REVIEWLEDGER_READ_DATABASE_URL does not answer as a standby; verifying on the primary", "error", fmt.Sprint(err))
+		default:
+			rstore, closeStore, err := c.Store.open(ctx, rpool, nil, log)
+			if err != nil {
+				rpool.Close()
+				return nil, nil, err
+			}
+			read, store, hist = rpool, rstore, ledger.New(rstore)
+			anchors = audit.ReplicaAnchors{Replica: audit.PGAnchors{Pool: rpool}, Primary: audit.PGAnchors{Pool: db.Pool}}
+			closeRead = func() { closeStore(); rpool.Close() }
+		}
+	}
+	v := &audit.Verifier{Store: store, Histories: hist, Witnesses: []audit.Witness{audit.PGSummaries{Pool: read}, anchors},
+		PublicKeys: c.keys, Checkpoints: audit.PGCheckpoints{Pool: read}}
+	if !c.NoAnchor {
+		v.Anchors = anchors
+	}
+	return v, closeRead, nil
 }
 
 // AuditKeygenCmd writes a new audit key pair.

@@ -20,6 +20,7 @@ import (
 // checked by Validate, whose errors name the environment variable.
 type Config struct {
 	DatabaseURL    string `name:"database-url" env:"DATABASE_URL" default:"postgres://postgres@localhost:5432/reviewledger?sslmode=disable" help:"PostgreSQL connection string."`
+	ReadURL        string `name:"read-database-url" env:"REVIEWLEDGER_READ_DATABASE_URL" help:"A streaming replica of DATABASE_URL's database (optional): the read models' queries (manual queue list, SLO, series) and audit verify read it, falling back to the primary while it is down or lags; everything else stays on the primary."`
 	Addr           string `name:"addr" env:"REVIEWLEDGER_ADDR" default:":8080" help:"Address the HTTP server listens on."`
 	PolicyFile     string `name:"policy" env:"REVIEWLEDGER_POLICY" help:"Policy file (YAML); the built-in default policy when unset."`
 	Provider       string `name:"provider" env:"REVIEWLEDGER_PROVIDER" default:"sim" help:"Moderation provider: sim (built-in simulator) or http."`
@@ -41,6 +42,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if _, err := pgxpool.ParseConfig(c.ReadURL); c.ReadURL != "" && err != nil {
+		return fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("REVIEWLEDGER_ADDR: %q is not host:port: %w", c.Addr, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +18,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // EngineConfig is the review engine's settings, embedded in the serve
@@ -29,7 +32,8 @@ type EngineConfig struct {
 	// StopTimeout bounds the engine's writes when it stops; serve sets it.
 	StopTimeout      time.Duration `kong:"-"`
 	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
-	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server for --pubsub=nats."`
+	NATSURL          string        `name:"nats-url" env:"REVIEWLEDGER_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS servers for --pubsub=nats: one URL, or several comma-separated (the members of a cluster; the client moves to another when one fails)."`
+	NATSReplicas     int           `name:"nats-replicas" env:"REVIEWLEDGER_NATS_REPLICAS" default:"1" help:"Replicas of the JetStream work stream (1 to 5; above 1 needs a JetStream cluster with as many servers)."`
 	Topic            string        `name:"work-topic" env:"REVIEWLEDGER_WORK_TOPIC" help:"Topic carrying review work (the JetStream stream for nats, the queue table for postgres); by default derived from the database name, so deployments with their own databases sharing one NATS server never take each other's work."`
 	RetryBudget      float64       `name:"retry-budget" env:"REVIEWLEDGER_RETRY_BUDGET" default:"0.2" help:"Largest share of recent provider attempts that may be retries (0-1)."`
 	RetryBudgetMin   int           `name:"retry-budget-min" env:"REVIEWLEDGER_RETRY_BUDGET_MIN" default:"50" help:"Retries always allowed per 10s window, whatever the share."`
@@ -66,6 +70,10 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_PUBSUB: must be gochannel, postgres or nats, got %q", c.PubSub)
 	case c.PubSub == engine.PubSubNATS && c.NATSURL == "":
 		return fmt.Errorf("REVIEWLEDGER_NATS_URL: required with REVIEWLEDGER_PUBSUB=nats")
+	case c.PubSub == engine.PubSubNATS && !validNATSURLs(c.NATSURL):
+		return fmt.Errorf("REVIEWLEDGER_NATS_URL: want comma-separated nats://host:port URLs, got %q", c.NATSURL)
+	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
+		return fmt.Errorf("REVIEWLEDGER_NATS_REPLICAS: must be between 1 and 5, got %d", c.NATSReplicas)
 	case c.Topic != "" && !validTopic(c.Topic): // empty: the runner's default
 		return fmt.Errorf("REVIEWLEDGER_WORK_TOPIC: must be 1 to %d letters, digits or underscores, got %q", maxTopicLen, c.Topic)
 	case c.RetryBudget <= 0 || c.RetryBudget > 1:
@@ -90,6 +98,10 @@ func (c EngineConfig) Validate() error {
 	return nil
 }
 
+// sweeperLockKey is the advisory lock electing the one deadline sweeper
+// (and content purger) among the processes running the sweeper role.
+var sweeperLockKey = pglock.Key("reviewledger.engine.sweeper")
+
 // maxTopicLen keeps the PostgreSQL queue tables' names (a prefix and the
 // topic) within PostgreSQL's 63-byte identifiers.
 const maxTopicLen = 40
@@ -109,6 +121,22 @@ func defaultTopic(database string) string {
 		b = []byte("default")
 	}
 	return prefix + string(b[:min(len(b), maxTopicLen-len(prefix))])
+}
+
+// validNATSURLs: one or more comma-separated URLs, each with a host, as
+// the NATS client takes them (a bare host:port means nats://).
+func validNATSURLs(list string) bool {
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
+			return false
+		}
+	}
+	return true
 }
 
 // validTopic: a JetStream stream name and part of a PostgreSQL identifier.
@@ -132,6 +160,7 @@ func (c EngineConfig) Apply(rc *engine.Config) {
 	rc.StopTimeout = c.StopTimeout
 	rc.PubSub = c.PubSub
 	rc.NATSURL = c.NATSURL
+	rc.NATSReplicas = c.NATSReplicas
 	rc.Topic = c.Topic
 	rc.RetryBudget = c.RetryBudget
 	rc.RetryBudgetMinRetries = c.RetryBudgetMin
@@ -191,6 +220,9 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&ec)
+	ec.SweepLeader = func(ctx context.Context, fn func(context.Context) error) error {
+		return pglock.Lead(ctx, pool, sweeperLockKey, time.Second, fn)
+	}
 	if c.Topic == "" {
 		ec.Topic = defaultTopic(pool.Config().ConnConfig.Database)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func validEngineConfig() EngineConfig {
-	return EngineConfig{Workers: 4, Lease: 5 * time.Second, PollInterval: time.Second, CommitBatch: 256, PubSub: "gochannel", NATSURL: "nats://127.0.0.1:4222", RetryBudget: 0.2,
+	return EngineConfig{Workers: 4, Lease: 5 * time.Second, PollInterval: time.Second, CommitBatch: 256, PubSub: "gochannel", NATSURL: "nats://127.0.0.1:4222", NATSReplicas: 1, RetryBudget: 0.2,
 		RetryBudgetMin: 50, PayloadRetention: time.Hour, SimSeed: 1, SimMedian: 5 * time.Millisecond, SimP99: 20 * time.Millisecond,
 		SimRejectRate: 0.1}
 }
@@ -32,6 +32,7 @@ func TestEngineConfigValidateNamesTheSetting(t *testing.T) {
 		"REVIEWLEDGER_COMMIT_WINDOW":          func(c *EngineConfig) { c.CommitWindow = time.Minute },
 		"REVIEWLEDGER_PUBSUB":                 func(c *EngineConfig) { c.PubSub = "kafka" },
 		"REVIEWLEDGER_NATS_URL":               func(c *EngineConfig) { c.PubSub, c.NATSURL = "nats", "" },
+		"REVIEWLEDGER_NATS_REPLICAS":          func(c *EngineConfig) { c.NATSReplicas = 6 },
 		"REVIEWLEDGER_RETRY_BUDGET":           func(c *EngineConfig) { c.RetryBudget = 1.5 },
 		"REVIEWLEDGER_RETRY_BUDGET_MIN":       func(c *EngineConfig) { c.RetryBudgetMin = 0 },
 		"REVIEWLEDGER_PAYLOAD_RETENTION":      func(c *EngineConfig) { c.PayloadRetention = 0 },
@@ -45,6 +46,20 @@ func TestEngineConfigValidateNamesTheSetting(t *testing.T) {
 		mutate(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), setting) {
 			t.Errorf("%s: Validate = %v, want an error naming it", setting, err)
+		}
+	}
+	// Several servers, comma-separated: a cluster's members.
+	for list, ok := range map[string]bool{
+		"nats://127.0.0.1:4222,nats://127.0.0.1:4223, nats://127.0.0.1:4224": true,
+		"nats://127.0.0.1:4222,":         false,
+		"nats://127.0.0.1:4222,http://x": false,
+		"127.0.0.1:4222,127.0.0.1:4223":  true,
+		"nats://":                        false,
+	} {
+		c := validEngineConfig()
+		c.PubSub, c.NATSURL = "nats", list
+		if err := c.Validate(); (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "REVIEWLEDGER_NATS_URL")) {
+			t.Errorf("REVIEWLEDGER_NATS_URL=%q: Validate = %v, want valid %v", list, err, ok)
 		}
 	}
 }

@@ -102,8 +102,9 @@ func TestOperatorCommandsOnEachBackend(t *testing.T) {
 				t.Fatalf("projections rebuild: exit %d\n%s\n%s", code, out, stderr)
 			}
 			code, out, stderr = runCLI(t, ctx, "projections", "status")
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if code != 0 || len(lines) != 4 {
+			table, elections, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
+			lines := strings.Split(table, "\n")
+			if code != 0 || len(lines) != 4 || elections != "sweeper active: none" {
 				t.Fatalf("projections status: exit %d\n%s\n%s", code, out, stderr)
 			}
 			for _, line := range lines[1:] {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -67,11 +68,15 @@ func (c *ProjectionsStatusCmd) Run(ctx context.Context, log *slog.Logger, out io
 		if err != nil {
 			return err
 		}
+		sweeper, err := r.Holder(ctx, sweeperLockKey)
+		if err != nil {
+			return err
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PROJECTION\tVERSION\tPOSITION\tEVENTS\tLAG EVENTS\tLAG SECONDS\tUPDATED\tREBUILT")
+		fmt.Fprintln(tw, "PROJECTION\tVERSION\tPOSITION\tEVENTS\tLAG EVENTS\tLAG SECONDS\tUPDATED\tREBUILT\tACTIVE")
 		for _, s := range status {
 			if !s.Exists {
-				fmt.Fprintf(tw, "%s\t- (code %d)\t-\t0\t%s\t%.1f\tnever\tnever\n", s.Projection, s.CodeVersion, lag(s), s.LagSeconds)
+				fmt.Fprintf(tw, "%s\t- (code %d)\t-\t0\t%s\t%.1f\tnever\tnever\t%s\n", s.Projection, s.CodeVersion, lag(s), s.LagSeconds, active(s.Active))
 				continue
 			}
 			version := fmt.Sprint(s.Version)
@@ -82,11 +87,24 @@ func (c *ProjectionsStatusCmd) Run(ctx context.Context, log *slog.Logger, out io
 			if s.RebuiltAt != nil {
 				rebuilt = s.RebuiltAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%s\t%s\n", s.Projection, version, s.Position, s.Events,
-				lag(s), s.LagSeconds, s.UpdatedAt.UTC().Format(time.RFC3339), rebuilt)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\n", s.Projection, version, s.Position, s.Events,
+				lag(s), s.LagSeconds, s.UpdatedAt.UTC().Format(time.RFC3339), rebuilt, active(s.Active))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "\nsweeper active: %s\n", active(sweeper))
+		return err
 	})
+}
+
+// active names the process holding an election's lock, "none" when no
+// process does.
+func active(h *pglock.Holder) string {
+	if h == nil {
+		return "none"
+	}
+	return h.String()
 }
 
 func lag(s projections.Status) string {

@@ -72,7 +72,11 @@ func TestProjectionsRebuildAndStatus(t *testing.T) {
 		t.Fatalf("rebuild all: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, _ = runCLI(t, ctx, "projections", "status")
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+	table, elections, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
+	if !strings.Contains(table, "ACTIVE") || strings.TrimSpace(elections) != "sweeper active: none" {
+		t.Fatalf("status after: no ACTIVE column, or a sweeper while no server runs:\n%s", out)
+	}
+	for _, line := range strings.Split(table, "\n")[1:] {
 		if f := strings.Fields(line); code != 0 || len(f) < 6 || f[3] != "3" || f[4] != "0" {
 			t.Fatalf("status after: exit %d, line %q", code, line)
 		}

@@ -35,8 +35,9 @@ type ServeCmd struct {
 
 	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
+	ReadMaxLag  time.Duration `name:"read-max-lag" env:"REVIEWLEDGER_READ_MAX_LAG" default:"10s" help:"The read models are read from the primary while the replica (REVIEWLEDGER_READ_DATABASE_URL) lags more than this."`
 	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
-	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP), worker (review engine: provider calls, parked reviews, deadline sweeper), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set)."`
+	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector,sweeper" help:"Roles this process runs: api (HTTP API), worker (review engine: provider calls, parked reviews), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set), sweeper (deadline sweeper and content purge, one process at a time). A process without api serves only /healthz, /readyz and /metrics."`
 	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
 	DebugAddr   string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
 }
@@ -46,7 +47,11 @@ const (
 	roleAPI       = "api"
 	roleWorker    = "worker"
 	roleProjector = "projector"
+	roleSweeper   = "sweeper"
 )
+
+// allRoles lists the roles, for messages.
+const allRoles = "api, worker, projector, sweeper"
 
 func (c *ServeCmd) runs(role string) bool { return slices.Contains(c.Roles, role) }
 
@@ -58,6 +63,8 @@ func (c *ServeCmd) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_CLAIM_LEASE: must be a positive duration such as 10m, got %s", c.ClaimLease)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("REVIEWLEDGER_MAX_IN_FLIGHT: must not be negative, got %d", c.MaxInFlight)
+	case c.ReadMaxLag <= 0:
+		return fmt.Errorf("REVIEWLEDGER_READ_MAX_LAG: must be a positive duration, got %s", c.ReadMaxLag)
 	case c.ReadyMaxLag <= 0:
 		return fmt.Errorf("REVIEWLEDGER_READY_MAX_LAG: must be a positive duration, got %s", c.ReadyMaxLag)
 	case c.DebugAddr != "" && !validHostPort(c.DebugAddr):
@@ -65,14 +72,14 @@ func (c *ServeCmd) Validate() error {
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("REVIEWLEDGER_STOP_TIMEOUT: must be a positive duration such as 10s, got %s", c.StopTimeout)
 	case len(c.Roles) == 0:
-		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of api, worker, projector")
+		return fmt.Errorf("REVIEWLEDGER_ROLES: name at least one of %s", allRoles)
 	}
 	if _, err := tracingEnabled(os.Getenv); err != nil {
 		return err
 	}
 	for _, r := range c.Roles {
-		if r != roleAPI && r != roleWorker && r != roleProjector {
-			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are api, worker, projector)", r)
+		if r != roleAPI && r != roleWorker && r != roleProjector && r != roleSweeper {
+			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are %s)", r, allRoles)
 		}
 	}
 	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == engine.PubSubGoChannel {
@@ -110,6 +117,16 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 	defer closeStore()
 	readModels := projections.NewDB(pool).WithObjectives(projections.Objectives(cfg.Policy))
+	var replica *projections.Replica
+	if cfg.ReadURL != "" {
+		rpool, err := openReadPool(ctx, cfg.ReadURL)
+		if err != nil {
+			return err
+		}
+		defer rpool.Close()
+		replica = projections.NewReplica(pool, rpool, c.ReadMaxLag, log)
+		readModels = readModels.WithReplica(replica)
+	}
 
 	tracer, stopTracing, err := openTracing(ctx)
 	if err != nil {
@@ -149,17 +166,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	feed := queuefeed.New(store, led, queuefeed.Config{})
-	server, err := api.New(api.Config{
-		Tokens:          cfg.Tokens,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		ClaimLease:      c.ClaimLease,
-		ShutdownTimeout: c.StopTimeout,
-		MaxInFlight:     c.MaxInFlight,
-		Classes:         cfg.Policy.Names(),
-		Registry:        reg,
-		Logger:          log,
-		Tracer:          tracer,
-	}, api.Deps{
+	deps := api.Deps{
 		Ledger:     led,
 		Reviews:    eng,
 		ReadModels: readModels,
@@ -170,7 +177,21 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Feed:       feed,
 
 		Checkpoints: signing.checkpoints(), // nil without a signing key
-	})
+	}
+	if replica != nil {
+		deps.ReadReplica = replica
+	}
+	server, err := api.New(api.Config{
+		Tokens:          cfg.Tokens,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		ClaimLease:      c.ClaimLease,
+		ShutdownTimeout: c.StopTimeout,
+		MaxInFlight:     c.MaxInFlight,
+		Classes:         cfg.Policy.Names(),
+		Registry:        reg,
+		Logger:          log,
+		Tracer:          tracer,
+	}, deps)
 	if err != nil {
 		return err
 	}
@@ -194,17 +215,31 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 					log.Warn("the queue event stream cannot follow the ledger", "error", err.Error())
 				}
 			}()
+			if replica != nil {
+				// Checked every second (and by every /readyz): the read
+				// models move to the replica once it is well, off it as
+				// soon as it fails or lags.
+				go func() { _ = replica.Run(ctx, time.Second) }()
+			}
 			return server.ListenAndServe(ctx, cfg.Addr)
 		}})
+	} else {
+		roles = append(roles, role{"probes", func(ctx context.Context) error { return server.ListenAndServeProbes(ctx, cfg.Addr) }})
 	}
-	if c.runs(roleWorker) {
+	switch {
+	case c.runs(roleWorker) && c.runs(roleSweeper):
 		roles = append(roles, role{roleWorker, eng.Run})
+	case c.runs(roleWorker):
+		roles = append(roles, role{roleWorker, eng.RunWorker})
+		log.Warn("this process runs workers but no sweeper: run the sweeper role in some process, or reviews whose worker died wait past their deadline unescalated")
+	case c.runs(roleSweeper):
+		roles = append(roles, role{roleSweeper, eng.RunSweeper})
 	}
 	if c.runs(roleProjector) {
 		roles = append(roles, role{roleProjector, projector.Run})
 		// Expired claims and SLA breaches: any number of projectors may
 		// sweep, each breach is counted once.
-		roles = append(roles, role{"sweeper", sweeper.Run})
+		roles = append(roles, role{"queue-sweeper", sweeper.Run})
 		if notifier != nil {
 			// Like a projection, a subscriber of the global order: one
 			// process at a time sends, the others stand by.
@@ -237,6 +272,24 @@ func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	return pool, nil
+}
+
+// openReadPool opens the replica's pool: a few connections unless the URL
+// sets pool_max_conns, and none until the first query, so that a replica
+// that is down delays nothing.
+func openReadPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
 	}
 	return pool, nil
 }

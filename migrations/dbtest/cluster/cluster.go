@@ -131,6 +131,42 @@ func (c *Cluster) StartAgain() {
 	c.started = true
 }
 
+// Replica creates and starts a streaming replica of the server: a base
+// backup (pg_basebackup, which writes standby.signal and primary_conninfo
+// with -R) into a directory of its own, on a port of its own, replaying
+// the primary's WAL as a hot standby. It is stopped and removed when the
+// test ends; Stop, Kill and StartAgain work on it as on any server.
+func (c *Cluster) Replica() *Cluster {
+	c.tb.Helper()
+	r := &Cluster{tb: c.tb, bin: c.bin, runAs: c.runAs}
+	var err error
+	if r.dir, err = os.MkdirTemp("", "reviewledger-pg-replica-"); err != nil {
+		c.tb.Fatalf("cluster: %v", err)
+	}
+	c.tb.Cleanup(r.remove)
+	if err := r.chown(r.dir); err != nil {
+		c.tb.Fatalf("cluster: %v", err)
+	}
+	if r.port, err = freePort(); err != nil {
+		c.tb.Fatalf("cluster: %v", err)
+	}
+	if out, err := r.run("pg_basebackup", "-D", r.data(), "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres",
+		"-X", "stream", "-R", "--checkpoint=fast", "--no-sync"); err != nil {
+		c.tb.Fatalf("cluster: pg_basebackup: %v\n%s", err, out)
+	}
+	r.StartAgain()
+	return r
+}
+
+// Stop stops the server (fast: sessions are ended); StartAgain starts it.
+func (c *Cluster) Stop() {
+	c.tb.Helper()
+	if out, err := c.ctl("stop", "-m", "fast"); err != nil {
+		c.tb.Fatalf("cluster: stop: %v\n%s\n%s", err, out, c.Log())
+	}
+	c.started = false
+}
+
 // Log returns the server's log so far.
 func (c *Cluster) Log() string {
 	b, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))

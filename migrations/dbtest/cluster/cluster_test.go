@@ -51,3 +51,45 @@ func TestRestartAndKill(t *testing.T) {
 		t.Fatalf("after the kill: %d rows", n)
 	}
 }
+
+// A replica replays what the primary commits, refuses writes, and stops
+// and starts again.
+func TestReplica(t *testing.T) {
+	t.Parallel()
+	c := Start(t)
+	url := c.CreateDatabase("replica_test")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	primary, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close(ctx)
+	if _, err := primary.Exec(ctx, `CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Replica()
+	replica, err := pgx.Connect(ctx, r.URL("replica_test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close(ctx)
+	var standby bool
+	if err := replica.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil || !standby {
+		t.Fatalf("replica in recovery: %v, %v", standby, err)
+	}
+	if _, err := primary.Exec(ctx, `INSERT INTO kept VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n != 2; {
+		if err := replica.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := replica.Exec(ctx, `INSERT INTO kept VALUES (3)`); err == nil {
+		t.Fatal("the replica took a write")
+	}
+	r.Stop()
+	r.StartAgain()
+}

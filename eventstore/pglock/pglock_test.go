@@ -1,0 +1,93 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+// One of two contenders leads at a time; Holders names it by its
+// application name; when it returns, the other takes over.
+func TestLeadElectsOneAndHoldersNamesIt(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := Key("pglock.test")
+	if Key("pglock.test") != key || Key("pglock.other") == key {
+		t.Fatal("Key is not a function of the name")
+	}
+	if h, err := Holders(ctx, pool, key); err != nil || len(h) != 0 {
+		t.Fatalf("before any lead: %v, %v", h, err)
+	}
+
+	leading := make(chan struct{})
+	release := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
+			close(leading)
+			<-release
+			return nil
+		})
+	}()
+	<-leading
+	h, err := Holders(ctx, pool, key, Key("pglock.other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := h[key]
+	if len(h) != 1 || !ok || got.App != AppName() || !strings.HasSuffix(got.App, ":"+strconv.Itoa(os.Getpid())) || got.PID == 0 {
+		t.Fatalf("holders %+v, want only %q", h, AppName())
+	}
+
+	second := make(chan error, 1)
+	led := make(chan struct{})
+	go func() {
+		second <- Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
+			close(led)
+			return nil
+		})
+	}()
+	select {
+	case <-led:
+		t.Fatal("two lead at once")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-led:
+	default:
+		t.Fatal("the second never led")
+	}
+
+	// A contender still waiting returns when its context ends.
+	blocker := make(chan struct{})
+	go func() {
+		_ = Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error { <-blocker; return nil })
+	}()
+	defer close(blocker)
+	for {
+		if h, _ := Holders(ctx, pool, key); len(h) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer wcancel()
+	if err := Lead(wctx, pool, key, 20*time.Millisecond, func(context.Context) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a waiting contender's Lead returned %v, want the context's error", err)
+	}
+}
