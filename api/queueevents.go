@@ -63,6 +63,9 @@ func (s *Server) queueEvents(c echo.Context) error {
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
 	st := &sseStream{c: c, rc: http.NewResponseController(w), beat: s.cfg.QueueHeartbeat}
+	// A stream reads nothing more from the client: the server's read
+	// timeout must not bind it (nor its write timeout: write extends it).
+	_ = st.rc.SetReadDeadline(time.Time{})
 	if err := st.write(fmt.Sprintf("retry: %d\n\n", queueStreamRetry)); err != nil {
 		return nil
 	}

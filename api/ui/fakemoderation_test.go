@@ -281,6 +281,7 @@ type bulkBody struct {
 	Filter *struct {
 		ContentClass string `json:"content_class"`
 		Reason       string `json:"reason"`
+		ClaimedBy    string `json:"claimed_by"`
 	} `json:"filter"`
 	Items []struct {
 		ReviewID        string  `json:"review_id"`
@@ -304,6 +305,9 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 		if (in.Filter == nil) == (len(in.Items) == 0) {
 			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "exactly one of filter and items", "filter")
 		}
+		if in.Filter != nil && in.Filter.ClaimedBy != "" && action != "release" {
+			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "claimed_by filters a release only", "filter.claimed_by")
+		}
 		if in.Limit == 0 {
 			in.Limit = 100
 		}
@@ -318,6 +322,9 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 			for _, id := range f.queue {
 				it := f.reviews[id].item
 				if it.Held || (in.Filter.ContentClass != "" && it.ContentClass != in.Filter.ContentClass) || (in.Filter.Reason != "" && it.Reason != in.Filter.Reason) {
+					continue
+				}
+				if c := in.Filter.ClaimedBy; c != "" && (it.ClaimedBy == nil || *it.ClaimedBy != c || !it.ClaimExpiresAt.After(f.now())) {
 					continue
 				}
 				picks = append(picks, pick{id: id})

@@ -354,6 +354,29 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.WaitText(row("rev-pick-0007")+" td.claim-cell", "Unclaimed")
 		p.Click("#bulk-clear")
 		p.WaitText("#bulk-count", "None selected")
+
+		// Release by filter: the moderator's own claims, not another's.
+		p.Click(row("rev-pick-0007") + " button.claim")
+		p.WaitText(row("rev-pick-0007")+" td.claim-cell", "Claimed by you")
+		p.Click(row("rev-sla-0001") + " button.claim")
+		p.WaitText(row("rev-sla-0001")+" td.claim-cell", "Claimed by you")
+		b := bob.T(t)
+		b.Click(row("rev-hold-0004") + " button.claim")
+		p.WaitText(row("rev-hold-0004")+" td.claim-cell", "Claimed by bob")
+		p.WaitText("#bulk-release-filter", "Release my claims…")
+		p.Click("#bulk-release-filter")
+		p.WaitText("#confirm-count", "This releases 2 claims (claimed by you)")
+		p.Click("#confirm-ok")
+		p.WaitText("#confirm-summary", "Done: 2 released.")
+		p.Click("#confirm-cancel")
+		p.WaitText(row("rev-pick-0007")+" td.claim-cell", "Unclaimed")
+		p.WaitText(row("rev-sla-0001")+" td.claim-cell", "Unclaimed")
+		p.WaitText(row("rev-hold-0004")+" td.claim-cell", "Claimed by bob")
+		var body map[string]any
+		reqs := fake.requestsTo(http.MethodPost, "/v1/manual-queue/bulk/release")
+		if err := json.Unmarshal([]byte(reqs[len(reqs)-1].Body), &body); err != nil || fmt.Sprint(body["filter"]) != "map[claimed_by:alice]" {
+			t.Errorf("release by filter sent %s", reqs[len(reqs)-1].Body)
+		}
 	})
 
 	run("a broken stream falls back to polling and comes back live", func(t *testing.T) {

@@ -76,6 +76,13 @@ func TestE2EQueueBrowser(t *testing.T) {
 	}
 	srv.waitQueued(t, ids[outage-1], "e2e_outage")
 
+	// Two reviews with an SLA, for the queue's screenshot: time left, green.
+	for _, id := range []string{"e2e-sla-early-1", "e2e-sla-early-2"} {
+		srv.Provider.script(id, status(http.StatusBadRequest, ""))
+		srv.submit(t, id, "e2e_sla", content(id))
+	}
+	srv.waitQueued(t, "e2e-sla-early-2", "e2e_sla")
+
 	uma := uitest.Start(t, srv.URL)
 	mona := uitest.Start(t, srv.URL)
 	run := func(name string, step func(t *testing.T)) {
@@ -95,6 +102,7 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p.WaitText("#who", "Signed in as uma")
 		p.WaitLive("live")
 		p.WaitText(uitest.Row(ids[0]), "e2e_outage")
+		p.WaitText(uitest.Row("e2e-sla-early-1"), "s left")
 		p.ScreenshotView("e2e-queue-1280x800")
 		// Only the outage's class, to requeue all of it.
 		p.Type("#queue-class", "e2e_outage"+kb.Enter)
@@ -137,7 +145,8 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p := uma.T(t)
 		p.Do("open a requeued review", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/`+ids[0]+`'`))
 		p.WaitText("#review-state", "accepted")
-		p.WaitText("#why-escalation", "after 2 attempts")
+		p.WaitText("#why-escalation", "attempts exhausted")
+		p.WaitText("#why-escalation", "in round 1")
 		p.WaitText("#why-attempts-body", "provider unavailable")
 		p.WaitText("#why-attempts-body", "Round 2, requeued by uma")
 		p.WaitText(`#why-attempts-body tr.attempt[data-round="2"]`, "finding: accepted")
@@ -194,6 +203,7 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p.WaitFor("the help overlay", `() => document.getElementById('help-dialog').open`)
 		p.ScreenshotView("e2e-help-1280x800")
 		p.Press(kb.Escape)
+		p.WaitFor("the help overlay to close", `() => !document.getElementById('help-dialog').open && document.activeElement.id === 'help-open'`)
 		p.Press("/")
 		p.WaitFor("the class filter to have focus", `() => document.activeElement.id === 'queue-class'`)
 		p.Press("e2e_claimed" + kb.Enter)
@@ -256,7 +266,7 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p.Click("#help-close")
 		p.Do("back to the queue", chromedp.Evaluate[chromedp.Void](`location.hash = '#/queue'`))
 		p.Click("#bulk-requeue-filter")
-		p.WaitText("#confirm-count", "1 review")
+		p.WaitText("#confirm-count", "This sends 3 reviews (every reason and class) back")
 		p.ScreenshotView("e2e-bulk-confirm-phone")
 		p.Click("#confirm-cancel")
 	})

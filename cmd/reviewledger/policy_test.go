@@ -31,6 +31,8 @@ classes:
     approvals: 2
     objective: 0.995
     queue_sla: 15m
+    claims: required
+    manual_sla: 4h
 `
 
 func TestParsePolicy(t *testing.T) {
@@ -51,6 +53,12 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if got := p.Classes["publishing_rule"]; got.SLOObjective() != 0.995 || got.ManualQueueSLA() != 15*time.Minute {
 		t.Fatalf("publishing_rule objective %v, queue SLA %v", got.SLOObjective(), got.ManualQueueSLA())
+	}
+	if got := p.Classes["publishing_rule"]; !got.ClaimsRequired() || got.ManualSLA != 4*time.Hour {
+		t.Fatalf("publishing_rule claims %q, manual_sla %v", got.Claims, got.ManualSLA)
+	}
+	if got := p.Classes["caption_suggestion"]; got.ClaimMode() != domain.ClaimsOptional || got.ManualSLA != 0 {
+		t.Fatalf("caption_suggestion claims %q, manual_sla %v", got.ClaimMode(), got.ManualSLA)
 	}
 	if got := p.Classes["caption_suggestion"]; got.SLOObjective() != domain.DefaultObjective || got.ManualQueueSLA() != domain.DefaultQueueSLA {
 		t.Fatalf("caption_suggestion without objective or queue_sla: %v, %v", got.SLOObjective(), got.ManualQueueSLA())
@@ -80,6 +88,11 @@ func TestParsePolicyRefuses(t *testing.T) {
 		{"zero objective", class("    objective: 0\n"), `class "caption_suggestion": objective`},
 		{"zero queue_sla", class("    queue_sla: 0s\n"), `class "caption_suggestion": queue_sla: line 8`},
 		{"malformed queue_sla", class("    queue_sla: an hour\n"), `class "caption_suggestion": queue_sla: line 8`},
+		{"unknown claims", class("    claims: always\n"), `class "caption_suggestion": claims: must be optional or required`},
+		{"claims not a scalar", class("    claims: [required]\n"), `class "caption_suggestion": claims: line 8`},
+		{"zero manual_sla", class("    manual_sla: 0s\n"), `class "caption_suggestion": manual_sla: line 8`},
+		{"negative manual_sla", class("    manual_sla: -1h\n"), `class "caption_suggestion": manual_sla: line 8`},
+		{"malformed manual_sla", class("    manual_sla: soon\n"), `class "caption_suggestion": manual_sla: line 8`},
 		{"key twice", class("    budget: 20s\n"), `class "caption_suggestion": budget: line 8: key given twice`},
 		{"not a mapping", "classes:\n  caption_suggestion: 3\n", `class "caption_suggestion"`},
 		{"no classes", "classes: {}\n", `no content classes`},

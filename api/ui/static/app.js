@@ -854,6 +854,9 @@
     all.indeterminate = picked > 0 && picked < shown.length;
     const f = queueFilter();
     $('bulk-requeue-filter').textContent = 'Requeue all' + (f.reason ? ' ' + words(f.reason) : '') + (f.content_class ? ' of ' + f.content_class : '') + '…';
+    // A moderator releases their own claims; an admin may release anyone's.
+    $('bulk-release-filter').textContent = (state.role === 'admin' ? 'Release all claims' : 'Release my claims') +
+      (f.reason ? ' on ' + words(f.reason) : '') + (f.content_class ? (f.reason ? ' of ' : ' on ') + f.content_class : '') + '…';
   }
 
   function updateQueueFreshness() {
@@ -1005,8 +1008,9 @@
     ok.disabled = true;
     ok.textContent = action.kind === 'hold' ? 'Put on hold' : action.kind === 'release' ? 'Release claims' : 'Requeue';
     setText('confirm-cancel', 'Cancel');
+    $('confirm-cancel').disabled = false;
     setText('confirm-title', action.kind === 'hold' ? 'Put review ' + action.ids[0] + ' on hold'
-      : action.kind === 'release' ? 'Release claims'
+      : action.kind === 'release' ? (action.filter ? 'Release the claims that match the filter' : 'Release claims')
         : action.filter ? 'Requeue every review that matches the filter' : action.ids.length === 1 ? 'Requeue review ' + action.ids[0] : 'Requeue the selected reviews');
     setText('confirm-count', 'Counting…');
     if (!dlg.open) dlg.showModal();
@@ -1018,6 +1022,7 @@
     const parts = [];
     if (f.reason) parts.push('reason ' + words(f.reason));
     if (f.content_class) parts.push('class ' + f.content_class);
+    if (f.claimed_by) parts.push('claimed by ' + (f.claimed_by === state.me ? 'you' : f.claimed_by));
     return parts.length ? parts.join(', ') : 'every reason and class';
   }
 
@@ -1046,7 +1051,8 @@
       text = n === 0 ? 'No review matches: nothing would be requeued.'
         : 'This sends ' + what + (d.filter ? ' (' + filterWords(d.filter) + ')' : '') + ' back to automated review with a fresh budget; they leave the manual queue.';
     } else if (d.kind === 'release') {
-      text = n === 0 ? 'None of the selected reviews is claimed.' : 'This releases ' + what + ' of the selected reviews; any moderator may then claim them.';
+      text = n === 0 ? (d.filter ? 'No claim matches: nothing would be released.' : 'None of the selected reviews is claimed.')
+        : 'This releases ' + what + (d.filter ? ' (' + filterWords(d.filter) + ')' : ' of the selected reviews') + '; any moderator may then claim them.';
     } else {
       text = 'The review moves to the list on hold until it is taken off hold.';
     }
@@ -1091,6 +1097,7 @@
     d.phase = 'running';
     const ok = $('confirm-ok');
     ok.disabled = true;
+    $('confirm-cancel').disabled = true;
     show($('confirm-error'), false);
     let outcomes = [];
     let failed = null;
@@ -1128,6 +1135,7 @@
         if (!cursor) break;
       }
     }
+    $('confirm-cancel').disabled = false;
     if (state.dialog !== d) return;
     d.phase = 'done';
     if (failed) {
@@ -1162,6 +1170,7 @@
 
   function closeConfirm() {
     const dlg = $('confirm-dialog');
+    if (state.dialog && state.dialog.phase === 'running') return;
     state.dialog = null;
     if (dlg.open) dlg.close();
   }
@@ -1557,11 +1566,6 @@
     }
   }
 
-  function field(d, ...keys) {
-    for (const k of keys) if (d && d[k] !== undefined && d[k] !== null && d[k] !== '') return d[k];
-    return undefined;
-  }
-
   // whyOf sorts a review's timeline entries (GET /v1/reviews/{id}/timeline)
   // into its attempts (numbered on across requeue rounds), escalations,
   // requeues, holds and claims, and votes.
@@ -1619,7 +1623,7 @@
     const roundAttempts = esc ? w.attempts.filter((a) => a.round === esc.round).length : 0;
     $('why-escalation').textContent = esc
       ? 'Escalated ' + timestamp(esc.at) + ': ' + words(esc.reason) + (esc.detail ? ' (' + esc.detail + ')' : '') +
-        (roundAttempts ? ' after ' + plural(roundAttempts, 'attempt') + (w.rounds > 1 ? ' in round ' + esc.round : '') : '') +
+        (roundAttempts && !esc.detail ? ' after ' + plural(roundAttempts, 'attempt') : '') + (w.rounds > 1 ? ' in round ' + esc.round : '') +
         (w.escalations.length > 1 ? ' · escalated ' + w.escalations.length + ' times in all' : '')
       : 'Not escalated.';
     const body = $('why-attempts-body');
@@ -2293,6 +2297,11 @@
     $('bulk-requeue').addEventListener('click', () => openConfirm({ kind: 'requeue', ids: Array.from(state.selected) }));
     $('bulk-release').addEventListener('click', () => openConfirm({ kind: 'release', ids: Array.from(state.selected), bulk: true }));
     $('bulk-requeue-filter').addEventListener('click', () => openConfirm({ kind: 'requeue', filter: queueFilter() }));
+    $('bulk-release-filter').addEventListener('click', () => {
+      const filter = queueFilter();
+      if (state.role !== 'admin' && state.me) filter.claimed_by = state.me;
+      openConfirm({ kind: 'release', filter });
+    });
     $('bulk-clear').addEventListener('click', () => {
       for (const id of Array.from(state.selected)) toggleSelected(id, false);
       renderBulk();
@@ -2302,6 +2311,11 @@
     $('queue-order').addEventListener('change', guard(() => loadQueue()));
     $('confirm-form').addEventListener('submit', guard((ev) => { ev.preventDefault(); return confirmAction(); }));
     $('confirm-cancel').addEventListener('click', closeConfirm);
+    // A bulk action that has started runs to its end and lists its
+    // outcomes: Escape does not close the dialog meanwhile.
+    $('confirm-dialog').addEventListener('cancel', (ev) => {
+      if (state.dialog && state.dialog.phase === 'running') ev.preventDefault();
+    });
     $('confirm-dialog').addEventListener('close', () => {
       state.dialog = null;
       const back = state.reviewID && !$('review-panel').hidden ? $('review-title') : state.queueRows.get(state.cursor);

@@ -44,6 +44,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"RacingClaimsTakeEachRecordOnce", testRacingClaims},
 		{"RenewAndRelease", testRenewRelease},
 		{"ParkAndReleaseWithAppends", testParkRelease},
+		{"ReopenWithARequeue", testReopen},
 		{"ChangeOnlyWhenWritten", testChangeOnlyWhenWritten},
 		{"EnsureDoneCount", testEnsure},
 		{"Payloads", testPayloads},
@@ -302,6 +303,35 @@ func testParkRelease(t *testing.T, s Subject) {
 	appendWith(t, s, snap, work.Change{Op: work.Release, ReviewID: "pk-1"}, f...)
 	if n, _ := s.Store.Count(context.Background()); n != 0 {
 		t.Fatalf("%d records after the release", n)
+	}
+}
+
+// A requeued review's record is written again with the Requeued event: due
+// at its time, the round's deadline, no owner; the content stays.
+func testReopen(t *testing.T, s Subject) {
+	ctx := context.Background()
+	snap := create(t, s, "rq-1", "")
+	claim(t, s, work.Query{Owner: "a", LeaseUntil: t0.Add(time.Second), Now: t0})
+	st, _ := snap.StartAttempt(t0)
+	snap = appendWith(t, s, snap, work.Change{Op: work.Keep, ReviewID: "rq-1", Owner: "a"}, st)
+	to, _ := snap.TimeOutAttempt(domain.AttemptFailure{Attempt: 1, Classification: domain.ClassProviderUnavailable}, t0.Add(time.Second))
+	esc, _ := snap.Escalate(domain.ReasonProviderRefused, "", t0.Add(time.Second))
+	snap = appendWith(t, s, snap, work.Change{Op: work.Release, ReviewID: "rq-1"}, to, esc)
+	if n, _ := s.Store.Count(ctx); n != 0 {
+		t.Fatalf("%d records in manual_review", n)
+	}
+	at := t0.Add(time.Hour)
+	rq, err := snap.Requeue(domain.RequeueCommand{By: "mona", ExpectedVersion: snap.Version()}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendWith(t, s, snap, work.Change{Op: work.Reopen, ReviewID: "rq-1", Deadline: rq.Deadline, At: at}, rq)
+	if got := claim(t, s, work.Query{Owner: "b", LeaseUntil: at.Add(time.Minute), Now: at.Add(-time.Second)}); len(got) != 0 {
+		t.Fatalf("reopened record taken before it was due: %v", got)
+	}
+	got, err := s.Store.Claim(ctx, work.Query{Owner: "b", LeaseUntil: at.Add(time.Minute), Now: at})
+	if err != nil || len(got) != 1 || got[0].ReviewID != "rq-1" || !got[0].Deadline.Equal(rq.Deadline) || got[0].Payload == nil {
+		t.Fatalf("reopened record: %+v %v", got, err)
 	}
 }
 
