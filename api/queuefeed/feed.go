@@ -261,10 +261,15 @@ func (f *Feed) catchUp(ctx context.Context, after eventstore.Position, max int) 
 	if err != nil {
 		return nil, after, nil, err
 	}
-	next := after
-	if len(recs) > 0 {
-		next = recs[len(recs)-1].Position
+	if len(recs) == 0 {
+		// Nothing between a position that was never the ledger's and the
+		// buffer: go on from the buffer.
+		f.mu.Lock()
+		floor, wake := f.floor, f.wake
+		f.mu.Unlock()
+		return nil, floor, wake, nil
 	}
+	next := recs[len(recs)-1].Position
 	closed := make(chan struct{})
 	close(closed) // read on at once
 	return changes, next, closed, nil
