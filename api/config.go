@@ -25,6 +25,9 @@ type Config struct {
 	// ClaimLease is how long a moderator's claim on a manual-queue item
 	// lasts. Default 10 minutes.
 	ClaimLease time.Duration
+	// QueueHeartbeat is how often a quiet GET /v1/manual-queue/events
+	// stream sends a heartbeat comment (QueueStreamHeartbeat when 0).
+	QueueHeartbeat time.Duration
 	// MaxInFlight is the admission ceiling: while the engine has this many
 	// reviews in flight, new submissions are answered 429. Zero means no
 	// ceiling.
@@ -62,6 +65,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.QueueHeartbeat <= 0 {
+		c.QueueHeartbeat = QueueStreamHeartbeat
 	}
 	if c.ClaimLease == 0 {
 		c.ClaimLease = 10 * time.Minute

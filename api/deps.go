@@ -44,14 +44,12 @@ type Reviews interface {
 // ReadModels are the projections the API serves (*projections.DB). Their
 // JSON is the body of the route, as docs/contracts.md §2 specifies it, extended.
 type ReadModels interface {
-	// ManualQueue lists up to limit manual-queue items, highest priority
-	// then oldest first; class "" means every class. Claims show only while
-	// live at now. Errors: projections.ErrInvalidQuery naming the field.
-	ManualQueue(ctx context.Context, class string, limit int, now time.Time) (projections.Queue, error)
-	// Claim leases an item to a moderator until now+lease. Errors:
-	// projections.ErrClaimedByOther (another moderator's live claim),
-	// projections.ErrNotInQueue.
-	Claim(ctx context.Context, reviewID, moderator string, lease time.Duration, now time.Time) (projections.Claim, error)
+	// ManualQueue lists the manual-queue items q selects, in q's order.
+	// Claims show only while live at now. Errors:
+	// projections.ErrInvalidQuery naming the field.
+	ManualQueue(ctx context.Context, q projections.QueueQuery, now time.Time) (projections.Queue, error)
+	// CountQueue counts the manual-queue items q selects.
+	CountQueue(ctx context.Context, q projections.QueueQuery, now time.Time) (int, error)
 	// SLO summarises the window ending at now; class "" means every class.
 	SLO(ctx context.Context, window time.Duration, class string, now time.Time) (projections.SLOSummary, error)
 	// SLOSeries is the SLO of the window ending at now, step by step.
@@ -63,6 +61,15 @@ type ReadModels interface {
 }
 
 var _ ReadModels = (*projections.DB)(nil)
+
+// Requeuer sends a review in manual_review back to the automated path
+// (*engine.Engine): it appends the Requeued event with the review's work
+// record written again, so the workers take it.
+type Requeuer interface {
+	Requeue(ctx context.Context, rv *ledger.Snapshot, e domain.Requeued, by ledger.Actor) (*ledger.Snapshot, error)
+}
+
+var _ Requeuer = (*engine.Engine)(nil)
 
 // Contents reads the content submitted for review (*engine.Engine), for
 // moderators to read what they decide on.

@@ -58,6 +58,7 @@ type fakeRunner struct {
 	mu          sync.Mutex
 	callbackErr error
 	callbacks   []callbackCall
+	requeued    []string
 }
 
 type callbackCall struct {
@@ -100,6 +101,19 @@ func (f *fakeRunner) HandleCallback(ctx context.Context, id string, h http.Heade
 }
 
 func (f *fakeRunner) Outstanding() int { return int(f.inFlight.Load()) }
+
+// Requeue appends the Requeued event as the engine does (without a work
+// record: nothing works the review here) and notes the review.
+func (f *fakeRunner) Requeue(ctx context.Context, rv *ledger.Snapshot, e domain.Requeued, by ledger.Actor) (*ledger.Snapshot, error) {
+	next, err := f.ledger.Append(ctx, rv, by, e)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.requeued = append(f.requeued, e.ReviewID)
+	f.mu.Unlock()
+	return next, nil
+}
 
 type harness struct {
 	t      testing.TB

@@ -15,6 +15,9 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	content   *prometheus.CounterVec
 	waiting   prometheus.Gauge
+	requeue   prometheus.Counter
+	bulk      *prometheus.CounterVec
+	streams   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,8 +47,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "reviewledger_http_review_waiters",
 			Help: "Requests waiting on GET /v1/reviews/{id}?wait= for their review to leave pending.",
 		}),
+		requeue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "reviewledger_manual_requeues_total",
+			Help: "Reviews moderators sent back to the automated path (one route or in bulk).",
+		}),
+		bulk: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reviewledger_manual_bulk_items_total",
+			Help: "Items of bulk actions on the manual queue, by route and outcome.",
+		}, []string{"route", "outcome"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reviewledger_http_queue_streams",
+			Help: "Open GET /v1/manual-queue/events streams.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions, m.content, m.waiting} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.admission, m.decisions, m.content, m.waiting,
+		m.requeue, m.bulk, m.streams} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register api metrics: %w", err)
 		}
@@ -56,4 +72,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) observe(route, method string, code int, seconds float64) {
 	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
 	m.duration.WithLabelValues(route, method).Observe(seconds)
+}
+
+func (m *metrics) requeues() { m.requeue.Inc() }
+
+func (m *metrics) bulkItems(route string, counts map[string]int) {
+	for outcome, n := range counts {
+		m.bulk.WithLabelValues(route, outcome).Add(float64(n))
+	}
 }

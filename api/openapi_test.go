@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/reviewledger/reviewledger/api/notify"
+	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -151,7 +152,15 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	for name, typ := range map[string]reflect.Type{
 		"Review":          reflect.TypeFor[reviewView](),
 		"CallbackResult":  reflect.TypeFor[callbackView](),
-		"Claim":           reflect.TypeFor[projections.Claim](),
+		"Claim":           reflect.TypeFor[claimView](),
+		"Release":         reflect.TypeFor[releaseView](),
+		"Hold":            reflect.TypeFor[holdView](),
+		"HoldRequest":     reflect.TypeFor[holdBody](),
+		"Requeue":         reflect.TypeFor[requeueBody](),
+		"BulkRequest":     reflect.TypeFor[bulkBody](),
+		"BulkResult":      reflect.TypeFor[bulkView](),
+		"QueueChange":     reflect.TypeFor[queuefeed.Change](),
+		"Timeline":        reflect.TypeFor[timelineView](),
 		"SLO":             reflect.TypeFor[projections.SLOSummary](),
 		"SLOSeries":       reflect.TypeFor[projections.Series](),
 		"SLOAttempts":     reflect.TypeFor[attemptsView](),
@@ -164,6 +173,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Deliveries":      reflect.TypeFor[deliveriesView](),
 		"WebhookEvent":    reflect.TypeFor[notify.Body](),
 		"AuditCheckpoint": reflect.TypeFor[checkpointView](),
+		"ManualQueueItem": reflect.TypeFor[projections.QueueItem](),
+		"ManualQueue":     reflect.TypeFor[projections.Queue](),
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {
@@ -180,24 +191,6 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 			if !slices.Contains(fields, r) {
 				t.Errorf("%s: required property %q is not written by %s", name, r, typ)
 			}
-		}
-	}
-	// The queue item: the projection's fields.
-	var queue struct {
-		Properties struct {
-			Items struct {
-				Items struct {
-					Properties map[string]json.RawMessage `json:"properties"`
-				} `json:"items"`
-			} `json:"items"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(doc.Components.Schemas["ManualQueue"].Properties["items"], &queue.Properties.Items); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range jsonFields(reflect.TypeFor[projections.QueueItem]()) {
-		if _, ok := queue.Properties.Items.Items.Properties[f]; !ok {
-			t.Errorf("ManualQueue: item field %q is not documented", f)
 		}
 	}
 }

@@ -33,6 +33,9 @@ type Problem struct {
 	Instance  string `json:"instance,omitempty"`
 	Field     string `json:"field,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// ClaimedBy names the holder of the live claim that refused the
+	// request (claimed-by-other), an extension member.
+	ClaimedBy string `json:"claimed_by,omitempty"`
 }
 
 // MIMEProblem is the media type of error bodies.
@@ -87,7 +90,11 @@ var problemTable = []problemKind{
 	{domain.ErrReviewExists, http.StatusConflict, "review-exists", "Review exists with other content or class"},
 	{domain.ErrNotInManualReview, http.StatusConflict, "not-in-manual-review", "Review is not in manual_review"},
 	{domain.ErrAlreadyApproved, http.StatusConflict, "already-approved", "Moderator already approved this review"},
-	{projections.ErrClaimedByOther, http.StatusConflict, "claimed-by-other", "Claimed by another moderator"},
+	{domain.ErrClaimedByOther, http.StatusConflict, "claimed-by-other", "Claimed by another moderator"},
+	{domain.ErrClaimRequired, http.StatusConflict, "claim-required", "A live claim is required"},
+	{domain.ErrNotClaimed, http.StatusConflict, "not-claimed", "Review is not claimed"},
+	{domain.ErrAlreadyHeld, http.StatusConflict, "already-held", "Review is already on hold"},
+	{domain.ErrNotHeld, http.StatusConflict, "not-held", "Review is not on hold"},
 	{domain.ErrVersionMismatch, http.StatusConflict, "version-moved", "Review version moved"},
 	{eventstore.ErrWrongExpectedVersion, http.StatusConflict, "version-moved", "Review version moved"},
 	{domain.ErrAttemptNotInFlight, http.StatusConflict, "conflicting-completion", "Attempt is no longer in flight"},
@@ -175,6 +182,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		Instance:  c.Request().URL.Path,
 		Field:     field,
 		RequestID: requestID(c),
+	}
+	if held := (*domain.ClaimedError)(nil); errors.As(err, &held) {
+		p.ClaimedBy = held.Moderator
 	}
 	switch {
 	case known && row.kind == "unavailable":

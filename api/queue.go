@@ -1,16 +1,12 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -25,67 +21,41 @@ const (
 // hold it.
 func (s *Server) classParam(c echo.Context) (string, error) {
 	class := c.QueryParam("content_class")
-	if len(class) > 128 {
-		return "", fieldError("content_class", "longer than 128 characters")
-	}
-	if class != "" && len(s.cfg.Classes) > 0 && !slices.Contains(s.cfg.Classes, class) {
-		return "", &domain.FieldError{Field: "content_class",
-			Reason: fmt.Sprintf("unknown content class %q; the policy's classes are %s", class, strings.Join(s.cfg.Classes, ", ")),
-			Err:    domain.ErrUnknownClass}
-	}
-	return class, nil
+	return class, s.checkClass(class, "content_class")
 }
 
 // manualQueue is GET /v1/manual-queue, from the manual_queue projection.
+// Query: content_class, limit, and the extensions held (false, true, any),
+// reason and order (priority, due).
 func (s *Server) manualQueue(c echo.Context) error {
 	class, err := s.classParam(c)
 	if err != nil {
 		return err
 	}
-	limit := DefaultQueueLimit
-	if q := c.QueryParam("limit"); q != "" {
-		n, err := strconv.Atoi(q)
+	q := projections.QueueQuery{Class: class, Limit: DefaultQueueLimit, Reason: c.QueryParam("reason"),
+		Held: projections.HeldFilter(c.QueryParam("held")), Order: c.QueryParam("order")}
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxQueueLimit {
-			return fieldError("limit", fmt.Sprintf("must be an integer from 1 to %d, got %q", MaxQueueLimit, q))
+			return fieldError("limit", fmt.Sprintf("must be an integer from 1 to %d, got %q", MaxQueueLimit, l))
 		}
-		limit = n
+		q.Limit = n
+	}
+	switch {
+	case q.Order == projections.OrderID:
+		return fieldError("order", `must be "priority" or "due"`)
+	case len(q.Reason) > 64:
+		return fieldError("reason", "longer than 64 characters")
 	}
 	if s.deps.ReadModels == nil {
 		return fmt.Errorf("manual queue: no read models configured: %w", ErrNotReady)
 	}
-	q, err := s.deps.ReadModels.ManualQueue(c.Request().Context(), class, limit, s.cfg.Now())
+	out, err := s.deps.ReadModels.ManualQueue(c.Request().Context(), q, s.cfg.Now())
 	if err != nil {
 		return err
 	}
-	if q.Items == nil {
-		q.Items = []projections.QueueItem{}
+	if out.Items == nil {
+		out.Items = []projections.QueueItem{}
 	}
-	return c.JSON(http.StatusOK, q)
-}
-
-// claim is POST /v1/manual-queue/{id}/claim: a lease of Config.ClaimLease
-// for the calling moderator. It takes no body; one sent is ignored.
-// Claiming again renews the lease.
-func (s *Server) claim(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	if s.deps.ReadModels == nil {
-		return fmt.Errorf("claim: no read models configured: %w", ErrNotReady)
-	}
-	ctx := c.Request().Context()
-	cl, err := s.deps.ReadModels.Claim(ctx, id, principal(c).Name, s.cfg.ClaimLease, s.cfg.Now())
-	if errors.Is(err, projections.ErrNotInQueue) {
-		// Unknown (404) or not waiting for a moderator (409): the ledger
-		// tells which.
-		if _, lerr := s.deps.Ledger.Load(ctx, id); lerr != nil {
-			return lerr
-		}
-		return fmt.Errorf("%w: %w", err, domain.ErrNotInManualReview)
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, cl)
+	return c.JSON(http.StatusOK, out)
 }

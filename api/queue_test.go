@@ -44,7 +44,10 @@ func TestManualQueue(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	top := keys(t, rec.Body.Bytes())
-	wantKeys(t, top, "items")
+	wantKeys(t, top, "items", "now")
+	if string(top["now"]) != `"2026-11-30T12:01:30Z"` {
+		t.Fatalf("now %s", top["now"])
+	}
 	var items []map[string]json.RawMessage
 	if err := json.Unmarshal(top["items"], &items); err != nil || len(items) != 2 {
 		t.Fatalf("%s: %v", rec.Body, err)
@@ -71,7 +74,7 @@ func TestManualQueue(t *testing.T) {
 	for _, q := range []string{"0", "1001", "ten", "-1"} {
 		wantProblem(t, h.do("GET", "/v1/manual-queue?limit="+q, moderatorToken, ""), http.StatusBadRequest, "invalid-request", "limit")
 	}
-	if rec := h.do("GET", "/v1/manual-queue?content_class=transcript_import", moderatorToken, ""); rec.Body.String() != `{"items":[]}`+"\n" {
+	if rec := h.do("GET", "/v1/manual-queue?content_class=transcript_import", moderatorToken, ""); !strings.HasPrefix(rec.Body.String(), `{"items":[],"now":`) {
 		t.Fatalf("empty queue: %q", rec.Body)
 	}
 }
@@ -92,7 +95,7 @@ func TestUnknownClassQuery(t *testing.T) {
 	wantProblem(t, h.do("GET", "/v1/manual-queue?content_class=podcast", auditorToken, ""), http.StatusForbidden, "forbidden", "")
 
 	open := newDBHarness(t, func(c *Config, _ *Deps) { c.Classes = nil })
-	if rec := open.do("GET", "/v1/manual-queue?content_class=podcast", moderatorToken, ""); rec.Code != http.StatusOK || rec.Body.String() != `{"items":[]}`+"\n" {
+	if rec := open.do("GET", "/v1/manual-queue?content_class=podcast", moderatorToken, ""); rec.Code != http.StatusOK || !strings.HasPrefix(rec.Body.String(), `{"items":[],"now":`) {
 		t.Fatalf("without Classes: %d %s", rec.Code, rec.Body)
 	}
 	if _, err := New(Config{Classes: []string{"a", ""}}, Deps{Ledger: open.ledger, Reviews: open.runner}); err == nil || !contains(err.Error(), "classes") {
@@ -119,7 +122,8 @@ func TestClaim(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &c); err != nil || c.ClaimedBy != "mona" || !c.ClaimExpiresAt.Equal(t0.Add(5*time.Minute)) {
 		t.Fatalf("claim %+v %v", c, err)
 	}
-	// The queue shows the live claim.
+	// The queue shows the live claim once projected.
+	h.catchUp()
 	if q := h.do("GET", "/v1/manual-queue", moderatorToken, "").Body.String(); !contains(q, `"claimed_by":"mona"`) {
 		t.Fatalf("queue %s", q)
 	}
@@ -273,5 +277,7 @@ func TestReadModelsMissing(t *testing.T) {
 	h := newHarness(t)
 	wantProblem(t, h.do("GET", "/v1/slo", auditorToken, ""), http.StatusServiceUnavailable, "not-ready", "")
 	wantProblem(t, h.do("GET", "/v1/manual-queue", moderatorToken, ""), http.StatusServiceUnavailable, "not-ready", "")
-	wantProblem(t, h.do("POST", "/v1/manual-queue/a/claim", moderatorToken, ""), http.StatusServiceUnavailable, "not-ready", "")
+	wantProblem(t, h.do("POST", "/v1/manual-queue/bulk/requeue", moderatorToken, `{"filter":{},"dry_run":true}`), http.StatusServiceUnavailable, "not-ready", "")
+	wantProblem(t, h.do("POST", "/v1/manual-queue/bulk/release", moderatorToken, `{"items":[{"review_id":"a"}]}`), http.StatusServiceUnavailable, "not-ready", "")
+	wantProblem(t, h.do("GET", "/v1/manual-queue/events", moderatorToken, ""), http.StatusServiceUnavailable, "not-ready", "")
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,6 +39,13 @@ type Deps struct {
 	// Checkpoints serves POST /v1/audit/checkpoints; nil (no signing key)
 	// answers 503.
 	Checkpoints Checkpoints
+	// Requeue sends reviews back to the automated path. When nil, Reviews
+	// is used if it implements Requeuer (*engine.Engine does); with
+	// neither the requeue routes answer 503.
+	Requeue Requeuer
+	// Feed serves GET /v1/manual-queue/events (*queuefeed.Feed); the
+	// route answers 503 without it.
+	Feed Feed
 	// ReadReplica, when set, is the streaming replica serving the read
 	// models (*projections.Replica): /readyz checks it and reports its
 	// replay lag and whether reads go to it or fall back to the primary.
@@ -54,6 +62,10 @@ type Server struct {
 	probes   *echo.Echo // only the probes and /metrics (ServeProbes)
 	metrics  *metrics
 	problems []problemKind
+	// closing is closed when the HTTP server shuts down, ending the
+	// queue streams (which would otherwise hold the shutdown up).
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a server. It fills cfg's defaults and refuses invalid
@@ -71,6 +83,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			deps.Content = c
 		}
 	}
+	if deps.Requeue == nil {
+		if r, ok := deps.Reviews.(Requeuer); ok {
+			deps.Requeue = r
+		}
+	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -82,6 +99,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		auth:     newAuthenticator(cfg.Tokens),
 		metrics:  m,
 		problems: problemTable,
+		closing:  make(chan struct{}),
 	}
 	s.echo = s.routes()
 	s.probes = s.probeRoutes()
@@ -111,6 +129,14 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/reviews/:id/decision", s.decide, s.require(RoleModerator))
 	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))
 	e.POST("/v1/manual-queue/:id/claim", s.claim, s.require(RoleModerator))
+	e.DELETE("/v1/manual-queue/:id/claim", s.releaseClaim, s.require(RoleModerator))
+	e.POST("/v1/manual-queue/:id/requeue", s.requeue, s.require(RoleModerator))
+	e.POST("/v1/manual-queue/:id/hold", s.hold, s.require(RoleModerator))
+	e.DELETE("/v1/manual-queue/:id/hold", s.unhold, s.require(RoleModerator))
+	e.POST("/v1/manual-queue/bulk/requeue", s.bulkRequeue, s.require(RoleModerator))
+	e.POST("/v1/manual-queue/bulk/release", s.bulkRelease, s.require(RoleModerator))
+	e.GET("/v1/manual-queue/events", s.queueEvents, s.require(RoleModerator))
+	e.GET("/v1/reviews/:id/timeline", s.timeline, s.require(RoleModerator, RoleAuditor))
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/slo/series", s.sloSeries, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/slo/attempts", s.sloAttempts, s.require(RoleAuditor, RoleModerator))
@@ -158,7 +184,7 @@ func (s *Server) probeRoutes() *echo.Echo {
 func (s *Server) HTTPServer(addr string) *http.Server { return s.httpServer(addr, s.echo) }
 
 func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -168,7 +194,13 @@ func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(s.Close)
+	return srv
 }
+
+// Close ends the long-lived queue streams; the server shutting down calls
+// it, and so may a caller serving the Handler itself.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // Serve serves on l until ctx is done, then shuts down gracefully within
 // Config.ShutdownTimeout.

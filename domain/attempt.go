@@ -7,7 +7,7 @@ import "time"
 // remaining).
 //
 // Errors: ErrNotPending, ErrAttemptInFlight, ErrAttemptsExhausted (every
-// allowed attempt was made), ErrBudgetExhausted (the deadline has passed).
+// attempt the round allows was made), ErrBudgetExhausted (the deadline has passed).
 func (r *Review) StartAttempt(now time.Time) (AttemptStarted, error) {
 	switch {
 	case !r.exists:
@@ -16,7 +16,7 @@ func (r *Review) StartAttempt(now time.Time) (AttemptStarted, error) {
 		return AttemptStarted{}, ErrNotPending
 	case r.inFlight != 0:
 		return AttemptStarted{}, ErrAttemptInFlight
-	case r.attempts >= r.policy.MaxAttempts:
+	case r.RoundAttempts() >= r.policy.MaxAttempts:
 		return AttemptStarted{}, ErrAttemptsExhausted
 	}
 	// The ledger records the timeout in whole milliseconds; an attempt with

@@ -19,9 +19,13 @@ type ManualDecision struct {
 // ManualApprovalRecorded until enough distinct moderators agree on the same
 // state; then ManualDecisionRecorded decides the review.
 //
+// ExpectedVersion may be older than the review's version when only claims
+// and holds were appended since (Current). On a class with claims:
+// required the moderator must hold a live claim at now.
+//
 // Errors: ErrReviewNotFound, ErrNotInManualReview, ErrVersionMismatch,
 // ErrInvalidDecision (as a *FieldError naming "state" or "moderator"),
-// ErrAlreadyApproved.
+// ErrAlreadyApproved, *ClaimedError, ErrClaimRequired.
 func (r *Review) DecideManually(d ManualDecision, now time.Time) ([]Event, error) {
 	switch {
 	case !r.exists:
@@ -32,10 +36,13 @@ func (r *Review) DecideManually(d ManualDecision, now time.Time) ([]Event, error
 		return nil, &FieldError{Field: "moderator", Reason: "must not be empty", Err: ErrInvalidDecision}
 	case r.state != StateManualReview:
 		return nil, ErrNotInManualReview
-	case d.ExpectedVersion != r.version:
+	case !r.Current(d.ExpectedVersion):
 		return nil, ErrVersionMismatch
 	case r.approved(d.Moderator):
 		return nil, ErrAlreadyApproved
+	}
+	if err := r.mayAct(d.Moderator, now); err != nil {
+		return nil, err
 	}
 	now = now.UTC()
 	agreed := r.approvals[d.State]

@@ -17,6 +17,11 @@ const (
 	TypeEscalated              = "Escalated"
 	TypeManualApprovalRecorded = "ManualApprovalRecorded"
 	TypeManualDecisionRecorded = "ManualDecisionRecorded"
+	TypeRequeued               = "Requeued"
+	TypeClaimed                = "Claimed"
+	TypeClaimReleased          = "ClaimReleased"
+	TypeHeld                   = "Held"
+	TypeUnheld                 = "Unheld"
 )
 
 // SchemaVersion is the version of the event bodies written by this code.
@@ -164,6 +169,65 @@ type ManualDecisionRecorded struct {
 	At        time.Time `json:"at"`
 }
 
+// Requeued sends a review in manual_review back to the automated path as a
+// new round, with a fresh budget: the round's deadline is At plus the
+// class's budget, its attempts are numbered on from the last one and the
+// class's max_attempts applies to them.
+type Requeued struct {
+	ReviewID string    `json:"review_id"`
+	By       string    `json:"by"`
+	Note     string    `json:"note,omitempty"`
+	Round    int       `json:"round"`
+	Deadline time.Time `json:"deadline"`
+	BudgetMS int64     `json:"budget_ms"`
+	At       time.Time `json:"at"`
+}
+
+// Claimed is a moderator's lease on a review in manual_review, until
+// ExpiresAt. The holder claiming again renews it.
+type Claimed struct {
+	ReviewID  string    `json:"review_id"`
+	Moderator string    `json:"moderator"`
+	ClaimedAt time.Time `json:"claimed_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ReleaseReason says why a claim ended before a decision.
+type ReleaseReason string
+
+const (
+	// ReleaseReleased: the holder (or an admin) gave the claim up.
+	ReleaseReleased ReleaseReason = "released"
+	// ReleaseExpired: the lease ran out and the system recorded it.
+	ReleaseExpired ReleaseReason = "expired"
+)
+
+// ClaimReleased ends Moderator's claim. By is who released it (the holder,
+// an admin, or "system" for an expired lease).
+type ClaimReleased struct {
+	ReviewID  string        `json:"review_id"`
+	Moderator string        `json:"moderator"`
+	By        string        `json:"by"`
+	Reason    ReleaseReason `json:"reason"`
+	At        time.Time     `json:"at"`
+}
+
+// Held puts a review in manual_review on hold with a note (waiting for
+// someone outside the moderation team); it stays in manual_review.
+type Held struct {
+	ReviewID string    `json:"review_id"`
+	By       string    `json:"by"`
+	Note     string    `json:"note"`
+	At       time.Time `json:"at"`
+}
+
+// Unheld takes a review off hold.
+type Unheld struct {
+	ReviewID string    `json:"review_id"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
 func (Submitted) EventType() string              { return TypeSubmitted }
 func (AttemptStarted) EventType() string         { return TypeAttemptStarted }
 func (AttemptTimedOut) EventType() string        { return TypeAttemptTimedOut }
@@ -171,6 +235,23 @@ func (FindingReceived) EventType() string        { return TypeFindingReceived }
 func (Escalated) EventType() string              { return TypeEscalated }
 func (ManualApprovalRecorded) EventType() string { return TypeManualApprovalRecorded }
 func (ManualDecisionRecorded) EventType() string { return TypeManualDecisionRecorded }
+func (Requeued) EventType() string               { return TypeRequeued }
+func (Claimed) EventType() string                { return TypeClaimed }
+func (ClaimReleased) EventType() string          { return TypeClaimReleased }
+func (Held) EventType() string                   { return TypeHeld }
+func (Unheld) EventType() string                 { return TypeUnheld }
+
+// Coordination reports whether e only coordinates the moderators working a
+// review (a claim, its release, a hold, its end) without changing what
+// they decide on: such events move the review's version but never make a
+// moderator's expected_version stale.
+func Coordination(e Event) bool {
+	switch e.(type) {
+	case Claimed, ClaimReleased, Held, Unheld:
+		return true
+	}
+	return false
+}
 
 // EncodeEvent returns the stored body of e.
 func EncodeEvent(e Event) ([]byte, error) {
@@ -199,6 +280,16 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		e = decodeInto[ManualApprovalRecorded](data)
 	case TypeManualDecisionRecorded:
 		e = decodeInto[ManualDecisionRecorded](data)
+	case TypeRequeued:
+		e = decodeInto[Requeued](data)
+	case TypeClaimed:
+		e = decodeInto[Claimed](data)
+	case TypeClaimReleased:
+		e = decodeInto[ClaimReleased](data)
+	case TypeHeld:
+		e = decodeInto[Held](data)
+	case TypeUnheld:
+		e = decodeInto[Unheld](data)
 	case TypeConflictingCompletionRecorded:
 		e = decodeInto[ConflictingCompletionRecorded](data)
 	default:

@@ -59,6 +59,26 @@ var wireEvents = []struct {
 		`{"review_id":"rev-1","content_class":"caption_suggestion","attempt":2,"source":"callback","reason":"attempt_not_in_flight",` +
 			`"state":"accepted","review_state":"pending","review_version":4,"detail":"attempt is not the one in flight","at":"2026-03-01T12:00:21Z"}`,
 	},
+	{
+		domain.Requeued{ReviewID: "rev-1", By: "mia", Note: "provider back", Round: 2, Deadline: at(time.Hour + 30*time.Second), BudgetMS: 30000, At: at(time.Hour)},
+		`{"review_id":"rev-1","by":"mia","note":"provider back","round":2,"deadline":"2026-03-01T13:00:30Z","budget_ms":30000,"at":"2026-03-01T13:00:00Z"}`,
+	},
+	{
+		domain.Claimed{ReviewID: "rev-1", Moderator: "mia", ClaimedAt: at(time.Minute), ExpiresAt: at(11 * time.Minute)},
+		`{"review_id":"rev-1","moderator":"mia","claimed_at":"2026-03-01T12:01:00Z","expires_at":"2026-03-01T12:11:00Z"}`,
+	},
+	{
+		domain.ClaimReleased{ReviewID: "rev-1", Moderator: "mia", By: "system", Reason: domain.ReleaseExpired, At: at(11 * time.Minute)},
+		`{"review_id":"rev-1","moderator":"mia","by":"system","reason":"expired","at":"2026-03-01T12:11:00Z"}`,
+	},
+	{
+		domain.Held{ReviewID: "rev-1", By: "mia", Note: "waiting for legal", At: at(time.Minute)},
+		`{"review_id":"rev-1","by":"mia","note":"waiting for legal","at":"2026-03-01T12:01:00Z"}`,
+	},
+	{
+		domain.Unheld{ReviewID: "rev-1", By: "sam", At: at(2 * time.Minute)},
+		`{"review_id":"rev-1","by":"sam","at":"2026-03-01T12:02:00Z"}`,
+	},
 }
 
 func TestEventRoundTrip(t *testing.T) {
@@ -88,14 +108,15 @@ func TestEventRoundTrip(t *testing.T) {
 	for _, typ := range []string{
 		domain.TypeSubmitted, domain.TypeAttemptStarted, domain.TypeAttemptTimedOut, domain.TypeFindingReceived,
 		domain.TypeEscalated, domain.TypeManualApprovalRecorded, domain.TypeManualDecisionRecorded,
-		domain.TypeConflictingCompletionRecorded,
+		domain.TypeConflictingCompletionRecorded, domain.TypeRequeued, domain.TypeClaimed,
+		domain.TypeClaimReleased, domain.TypeHeld, domain.TypeUnheld,
 	} {
 		if !seen[typ] {
 			t.Errorf("no round-trip case for %s", typ)
 		}
 	}
-	if len(seen) != 8 {
-		t.Errorf("%d distinct type names for 8 event types", len(seen))
+	if len(seen) != 13 {
+		t.Errorf("%d distinct type names for 13 event types", len(seen))
 	}
 }
 

@@ -108,16 +108,18 @@ func Next(r *Review, now time.Time, f Facts) Step {
 		return escalate(ReasonProviderRefused, last.Detail)
 	case past && f.Sweep:
 		return escalate(ReasonDeadlinePassed, "escalated by the deadline sweeper")
-	case r.attempts >= r.policy.MaxAttempts:
-		return escalate(ReasonAttemptsExhausted, fmt.Sprintf("%d of %d attempts made", r.attempts, r.policy.MaxAttempts))
+	case r.RoundAttempts() >= r.policy.MaxAttempts:
+		return escalate(ReasonAttemptsExhausted, r.attemptsMade())
 	case past:
 		return escalate(ReasonBudgetExhausted, "the deadline passed")
 	case f.PayloadMissing:
 		return escalate(ReasonPayloadMissing, "content not stored")
-	case r.attempts == 0:
+	case r.RoundAttempts() == 0:
+		// A round's first attempt (the first of all, or the first after a
+		// requeue) is not a retry: the retry budget does not count it.
 		return r.start(now, false)
 	}
-	wait := max(r.policy.Backoff.Delay(r.attempts, JitterSource(r.id, r.attempts)), last.RetryAfter)
+	wait := max(r.policy.Backoff.Delay(r.RoundAttempts(), JitterSource(r.id, r.attempts)), last.RetryAfter)
 	retryAt := last.At.Add(wait)
 	switch {
 	case !retryAt.Before(r.deadline):
@@ -130,6 +132,14 @@ func Next(r *Review, now time.Time, f Facts) Step {
 		return escalate(ReasonRetryBudgetExhausted, "retries over the provider's share of recent attempts")
 	}
 	return r.start(now, retry)
+}
+
+// attemptsMade is the detail of an attempts_exhausted escalation.
+func (r *Review) attemptsMade() string {
+	if r.round > 1 {
+		return fmt.Sprintf("%d of %d attempts made in round %d", r.RoundAttempts(), r.policy.MaxAttempts, r.round)
+	}
+	return fmt.Sprintf("%d of %d attempts made", r.attempts, r.policy.MaxAttempts)
 }
 
 func (r *Review) start(now time.Time, retry bool) Step {

@@ -52,6 +52,34 @@ type ClassPolicy struct {
 	// QueueSLA is how long a review may wait in the manual queue before
 	// its class is alerted on. Zero means DefaultQueueSLA.
 	QueueSLA time.Duration
+	// Claims says whether a moderator must hold a live claim to decide a
+	// review of the class (or put it on hold). Empty means ClaimsOptional.
+	Claims ClaimMode
+	// ManualSLA is the time a moderator has to decide a review once it is
+	// in the manual queue: its due time is the escalation plus ManualSLA.
+	// Zero means none.
+	ManualSLA time.Duration
+}
+
+// ClaimMode is the policy key claims.
+type ClaimMode string
+
+const (
+	// ClaimsOptional: claims coordinate moderators; decisions ignore them.
+	ClaimsOptional ClaimMode = "optional"
+	// ClaimsRequired: only the holder of a live claim may decide.
+	ClaimsRequired ClaimMode = "required"
+)
+
+// ClaimsRequired reports whether the class has claims: required.
+func (p ClassPolicy) ClaimsRequired() bool { return p.Claims == ClaimsRequired }
+
+// ClaimMode returns the class's claims key, ClaimsOptional when unset.
+func (p ClassPolicy) ClaimMode() ClaimMode {
+	if p.Claims == "" {
+		return ClaimsOptional
+	}
+	return p.Claims
 }
 
 // Defaults of the service-level settings a class may leave out.
@@ -135,6 +163,15 @@ func (p ClassPolicy) Validate(class string) error {
 		return bad("objective", "must be above 0 and below 1 (such as 0.99), got %v", p.Objective)
 	case p.QueueSLA < 0:
 		return bad("queue_sla", "must be a positive duration, got %s", p.QueueSLA)
+	case p.ManualSLA < 0:
+		return bad("manual_sla", "must be a positive duration, got %s", p.ManualSLA)
+	case p.ManualSLA > 0 && p.ManualSLA < time.Millisecond:
+		return bad("manual_sla", "must be at least 1ms, got %s", p.ManualSLA)
+	}
+	switch p.Claims {
+	case "", ClaimsOptional, ClaimsRequired:
+	default:
+		return bad("claims", "must be optional or required, got %q", p.Claims)
 	}
 	switch p.OnExhaustion {
 	case ExhaustToManualReview, ExhaustToRejected:
@@ -215,6 +252,10 @@ type PolicySnapshot struct {
 	HumanGate        bool       `json:"human_gate"`
 	Priority         int        `json:"priority"`
 	Approvals        int        `json:"approvals"`
+	// Claims and ManualSLAMS are left out when unset, so the snapshots of
+	// classes without them read as before.
+	Claims      ClaimMode `json:"claims,omitempty"`
+	ManualSLAMS int64     `json:"manual_sla_ms,omitempty"`
 }
 
 // Snapshot returns the recordable form of p.
@@ -230,6 +271,8 @@ func (p ClassPolicy) Snapshot() PolicySnapshot {
 		HumanGate:        p.HumanGate,
 		Priority:         p.Priority,
 		Approvals:        p.RequiredApprovals(),
+		Claims:           p.Claims,
+		ManualSLAMS:      p.ManualSLA.Milliseconds(),
 	}
 }
 
@@ -245,5 +288,7 @@ func (s PolicySnapshot) ClassPolicy() ClassPolicy {
 		HumanGate:      s.HumanGate,
 		Priority:       s.Priority,
 		Approvals:      s.Approvals,
+		Claims:         s.Claims,
+		ManualSLA:      ms(s.ManualSLAMS),
 	}
 }

@@ -28,6 +28,13 @@ func TestClassPolicyValidate(t *testing.T) {
 		{"negative priority", func(p *domain.ClassPolicy) { p.Priority = -1 }, ""},
 		{"objective set", func(p *domain.ClassPolicy) { p.Objective = 0.999 }, ""},
 		{"queue_sla set", func(p *domain.ClassPolicy) { p.QueueSLA = 15 * time.Minute }, ""},
+		{"claims optional", func(p *domain.ClassPolicy) { p.Claims = domain.ClaimsOptional }, ""},
+		{"claims required", func(p *domain.ClassPolicy) { p.Claims = domain.ClaimsRequired }, ""},
+		{"manual_sla set", func(p *domain.ClassPolicy) { p.ManualSLA = 4 * time.Hour }, ""},
+		{"unknown claims", func(p *domain.ClassPolicy) { p.Claims = "always" }, "claims"},
+		{"claims in the wrong case", func(p *domain.ClassPolicy) { p.Claims = "Required" }, "claims"},
+		{"negative manual_sla", func(p *domain.ClassPolicy) { p.ManualSLA = -time.Minute }, "manual_sla"},
+		{"sub-millisecond manual_sla", func(p *domain.ClassPolicy) { p.ManualSLA = time.Microsecond }, "manual_sla"},
 
 		{"zero budget", func(p *domain.ClassPolicy) { p.Budget = 0 }, "budget"},
 		{"negative budget", func(p *domain.ClassPolicy) { p.Budget = -time.Second }, "budget"},
@@ -181,6 +188,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	policies := domain.DefaultPolicy().Classes
 	policies["four_eyes"] = fourEyes()
 	policies["fail_closed"] = failClosed()
+	required := automated()
+	required.Claims, required.ManualSLA = domain.ClaimsRequired, 4*time.Hour
+	policies["claims_required"] = required
 	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -219,6 +229,16 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		const want = `{"budget_ms":30000,"attempt_timeout_ms":10000,"max_attempts":3,"backoff_initial_ms":100,"backoff_max_ms":2000,"backoff_jitter_ms":75,"on_exhaustion":"manual_review","human_gate":false,"priority":1,"approvals":1}`
 		if string(b) != want {
 			t.Fatalf("snapshot JSON =\n%s\nwant\n%s", b, want)
+		}
+		p := automated()
+		p.Claims, p.ManualSLA = domain.ClaimsRequired, 90*time.Minute
+		b, err = json.Marshal(p.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const withTeam = `{"budget_ms":30000,"attempt_timeout_ms":10000,"max_attempts":3,"backoff_initial_ms":100,"backoff_max_ms":2000,"backoff_jitter_ms":75,"on_exhaustion":"manual_review","human_gate":false,"priority":1,"approvals":1,"claims":"required","manual_sla_ms":5400000}`
+		if string(b) != withTeam {
+			t.Fatalf("snapshot JSON =\n%s\nwant\n%s", b, withTeam)
 		}
 	})
 }

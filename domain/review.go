@@ -55,6 +55,35 @@ type Review struct {
 	// gateHeld is set between an automated accept on a human-gated class
 	// and the Escalated event that must follow it.
 	gateHeld bool
+
+	// round is the automated round, 1 plus one per Requeued; roundBase
+	// is how many attempts earlier rounds made.
+	round     int
+	roundBase int
+	// settled is the revision of the latest event that is not a
+	// coordination event (Coordination): the oldest version a moderator
+	// may still act on.
+	settled uint64
+	claim   *ClaimState
+	hold    *HoldState
+}
+
+// ClaimState is the claim a review in manual_review carries: Moderator's
+// since Since, until ExpiresAt (renewals move ExpiresAt only).
+type ClaimState struct {
+	Moderator string
+	Since     time.Time
+	ExpiresAt time.Time
+}
+
+// Live reports whether the claim's lease has not ended at now.
+func (c *ClaimState) Live(now time.Time) bool { return c != nil && now.Before(c.ExpiresAt) }
+
+// HoldState is a hold on a review in manual_review.
+type HoldState struct {
+	By   string
+	Note string
+	At   time.Time
 }
 
 // Rehydrate rebuilds a review from its events in revision order, the first
@@ -79,6 +108,9 @@ func (r *Review) Apply(rev uint64, e Event) error {
 	}
 	if err := r.apply(e); err != nil {
 		return fmt.Errorf("%s at revision %d: %w: %w", e.EventType(), rev, err, ErrCorruptHistory)
+	}
+	if !Coordination(e) {
+		r.settled = rev
 	}
 	r.version = rev
 	r.exists = true
@@ -112,8 +144,9 @@ func (r *Review) apply(e Event) error {
 		r.policy = e.Policy.ClassPolicy()
 		r.state = StatePending
 		r.submittedAt, r.deadline = e.SubmittedAt, e.Deadline
+		r.round = 1
 	case AttemptStarted:
-		if r.state != StatePending || r.inFlight != 0 || e.Attempt != r.attempts+1 || e.Attempt > r.policy.MaxAttempts {
+		if r.state != StatePending || r.inFlight != 0 || e.Attempt != r.attempts+1 || e.Attempt-r.roundBase > r.policy.MaxAttempts {
 			return fmt.Errorf("attempt %d cannot start", e.Attempt)
 		}
 		r.attempts = e.Attempt
@@ -171,6 +204,9 @@ func (r *Review) apply(e Event) error {
 			r.approvals = make(map[Decision][]string)
 		}
 		r.approvals[e.State] = append(r.approvals[e.State], e.Moderator)
+		if r.claim != nil && r.claim.Moderator == e.Moderator {
+			r.claim = nil // the voter's turn is over: the next approver claims
+		}
 	case ManualDecisionRecorded:
 		if r.state != StateManualReview || !e.State.Valid() || r.approved(e.Moderator) || !r.agreed(e) {
 			return fmt.Errorf("decision by %q does not apply", e.Moderator)
@@ -181,6 +217,57 @@ func (r *Review) apply(e Event) error {
 		if e.Note != "" {
 			r.reasons = []string{e.Note}
 		}
+		r.claim, r.hold = nil, nil
+	default:
+		return r.applyModeration(e)
+	}
+	return nil
+}
+
+// applyModeration applies the events of a moderation team working the
+// queue: requeues, claims and holds.
+func (r *Review) applyModeration(e Event) error {
+	switch e := e.(type) {
+	case Requeued:
+		if r.state != StateManualReview || e.Round != r.round+1 || !e.Deadline.After(e.At) {
+			return fmt.Errorf("requeue to round %d does not apply", e.Round)
+		}
+		r.state = StatePending
+		r.round = e.Round
+		r.roundBase = r.attempts
+		r.deadline = e.Deadline
+		r.lastFailure = Failure{}
+		r.escalationReason, r.escalatedAt = "", time.Time{}
+		r.approvals = nil
+		r.reasons = nil
+		r.claim, r.hold = nil, nil
+	case Claimed:
+		if r.state != StateManualReview || e.Moderator == "" || !e.ExpiresAt.After(e.ClaimedAt) ||
+			(r.claim.Live(e.ClaimedAt) && r.claim.Moderator != e.Moderator) {
+			return fmt.Errorf("claim by %q does not apply", e.Moderator)
+		}
+		since := e.ClaimedAt
+		if r.claim.Live(e.ClaimedAt) {
+			since = r.claim.Since // a renewal
+		}
+		r.claim = &ClaimState{Moderator: e.Moderator, Since: since, ExpiresAt: e.ExpiresAt}
+	case ClaimReleased:
+		if r.state != StateManualReview || r.claim == nil || r.claim.Moderator != e.Moderator ||
+			(e.Reason != ReleaseReleased && e.Reason != ReleaseExpired) ||
+			(e.Reason == ReleaseExpired && r.claim.Live(e.At)) {
+			return fmt.Errorf("release of %q's claim does not apply", e.Moderator)
+		}
+		r.claim = nil
+	case Held:
+		if r.state != StateManualReview || r.hold != nil || e.Note == "" {
+			return fmt.Errorf("hold does not apply")
+		}
+		r.hold = &HoldState{By: e.By, Note: e.Note, At: e.At}
+	case Unheld:
+		if r.state != StateManualReview || r.hold == nil {
+			return fmt.Errorf("unhold of a review not on hold")
+		}
+		r.hold = nil
 	default:
 		return fmt.Errorf("unknown event %T", e)
 	}
@@ -241,6 +328,16 @@ func reviewIDOf(e Event) (string, bool) {
 		return e.ReviewID, true
 	case ManualDecisionRecorded:
 		return e.ReviewID, true
+	case Requeued:
+		return e.ReviewID, true
+	case Claimed:
+		return e.ReviewID, true
+	case ClaimReleased:
+		return e.ReviewID, true
+	case Held:
+		return e.ReviewID, true
+	case Unheld:
+		return e.ReviewID, true
 	}
 	return "", false
 }
@@ -273,6 +370,41 @@ func (r *Review) Attempts() int                      { return r.attempts }
 func (r *Review) EscalatedAt() time.Time             { return r.escalatedAt }
 func (r *Review) EscalationReason() EscalationReason { return r.escalationReason }
 
+// Round is the automated round: 1, plus one per requeue.
+func (r *Review) Round() int { return r.round }
+
+// RoundAttempts is how many attempts the current round has made.
+func (r *Review) RoundAttempts() int { return r.attempts - r.roundBase }
+
+// Settled is the revision of the latest event that changed the review
+// itself (not a claim or hold): a moderator's expected_version is current
+// when it lies between Settled and Version.
+func (r *Review) Settled() uint64 { return r.settled }
+
+// Current reports whether a moderator who saw the review at version
+// expected acts on what it still is: nothing but claims and holds was
+// appended since.
+func (r *Review) Current(expected uint64) bool { return expected >= r.settled && expected <= r.version }
+
+// CurrentClaim returns the review's claim, nil when none is recorded (an expired
+// one stays until released: check Live).
+func (r *Review) CurrentClaim() *ClaimState {
+	if r.claim == nil {
+		return nil
+	}
+	c := *r.claim
+	return &c
+}
+
+// Hold returns the review's hold, nil when it is not on hold.
+func (r *Review) Hold() *HoldState {
+	if r.hold == nil {
+		return nil
+	}
+	h := *r.hold
+	return &h
+}
+
 // LastFailure returns how the latest attempt that ended without a finding
 // ended; its Attempt is 0 when none did.
 func (r *Review) LastFailure() Failure { return r.lastFailure }
@@ -302,5 +434,6 @@ func (r *Review) Clone() *Review {
 	if len(r.approvals) == 0 {
 		c.approvals = nil
 	}
+	c.claim, c.hold = r.CurrentClaim(), r.Hold()
 	return &c
 }

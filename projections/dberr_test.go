@@ -26,9 +26,14 @@ func TestDriverErrorsStayInside(t *testing.T) {
 	}
 	now := time.Now()
 	for name, call := range map[string]func(context.Context) error{
-		"ManualQueue": func(ctx context.Context) error { _, err := e.db.ManualQueue(ctx, "", 10, now); return err },
-		"Claim":       func(ctx context.Context) error { _, err := e.db.Claim(ctx, "r1", "ada", time.Minute, now); return err },
-		"SLO":         func(ctx context.Context) error { _, err := e.db.SLO(ctx, time.Hour, "", now); return err },
+		"ManualQueue": func(ctx context.Context) error {
+			_, err := e.db.ManualQueue(ctx, QueueQuery{Limit: 10}, now)
+			return err
+		},
+		"CountQueue":    func(ctx context.Context) error { _, err := e.db.CountQueue(ctx, QueueQuery{}, now); return err },
+		"ExpiredClaims": func(ctx context.Context) error { _, err := e.db.ExpiredClaims(ctx, now, 10); return err },
+		"CountBreaches": func(ctx context.Context) error { _, err := e.db.CountBreaches(ctx, now); return err },
+		"SLO":           func(ctx context.Context) error { _, err := e.db.SLO(ctx, time.Hour, "", now); return err },
 	} {
 		err := call(ctx)
 		var pgErr *pgconn.PgError

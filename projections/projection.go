@@ -136,6 +136,11 @@ var knownTypes = map[string]bool{
 	domain.TypeEscalated:              true,
 	domain.TypeManualApprovalRecorded: true,
 	domain.TypeManualDecisionRecorded: true,
+	domain.TypeRequeued:               true,
+	domain.TypeClaimed:                true,
+	domain.TypeClaimReleased:          true,
+	domain.TypeHeld:                   true,
+	domain.TypeUnheld:                 true,
 }
 
 // decode turns recorded events into review events: those of review

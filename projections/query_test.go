@@ -71,6 +71,23 @@ func (s scenario) timeout(rv *ledger.Snapshot, class domain.Classification, at t
 	return s.add(rv)(one(rv.TimeOutAttempt(domain.AttemptFailure{Attempt: attempt, Classification: class}, at)))
 }
 
+// load reads a review's current snapshot.
+func (s scenario) load(id string) *ledger.Snapshot {
+	s.t.Helper()
+	rv, err := s.e.ledger.Load(context.Background(), id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rv
+}
+
+func catchUp(t *testing.T, r *Runner) {
+	t.Helper()
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s scenario) decide(rv *ledger.Snapshot, moderator string, state domain.Decision, at time.Time) *ledger.Snapshot {
 	return s.add(rv)(rv.DecideManually(domain.ManualDecision{Moderator: moderator, State: state, ExpectedVersion: rv.Version()}, at))
 }
@@ -146,7 +163,7 @@ func TestQueries(t *testing.T) {
 	})
 
 	t.Run("manual queue", func(t *testing.T) {
-		q, err := e.db.ManualQueue(ctx, "", 100, now)
+		q, err := e.db.ManualQueue(ctx, QueueQuery{Limit: 100}, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,11 +178,11 @@ func TestQueries(t *testing.T) {
 		if c.Priority != 3 || c.Reason != "human_gate" || c.AgeSeconds != 94 || c.RequiredApprovals != 2 || !equal(c.Approvers, []string{"ada"}) || c.Version != 4 {
 			t.Fatalf("c: %+v", c)
 		}
-		q, _ = e.db.ManualQueue(ctx, "caption_suggestion", 1, now)
+		q, _ = e.db.ManualQueue(ctx, QueueQuery{Class: "caption_suggestion", Limit: 1}, now)
 		if len(q.Items) != 1 || q.Items[0].ReviewID != "d" {
 			t.Fatalf("class filter: %+v", q.Items)
 		}
-		if _, err := e.db.ManualQueue(ctx, "", MaxLimit+1, now); !errors.Is(err, ErrInvalidQuery) {
+		if _, err := e.db.ManualQueue(ctx, QueueQuery{Limit: MaxLimit + 1}, now); !errors.Is(err, ErrInvalidQuery) {
 			t.Fatalf("limit over max: %v", err)
 		}
 		body, _ := json.Marshal(q)
@@ -180,54 +197,61 @@ func TestQueries(t *testing.T) {
 		}
 	})
 
-	t.Run("claims", func(t *testing.T) {
+	t.Run("claims and holds", func(t *testing.T) {
 		lease := time.Minute
-		c1, err := e.db.Claim(ctx, "b", "ada", lease, now)
-		if err != nil || c1.Moderator != "ada" || !c1.ExpiresAt.Equal(now.Add(lease)) {
-			t.Fatalf("claim: %+v, %v", c1, err)
-		}
-		_, err = e.db.Claim(ctx, "b", "bo", lease, now.Add(30*time.Second))
-		var held *ClaimedError
-		if !errors.Is(err, ErrClaimedByOther) || !errors.As(err, &held) || held.Moderator != "ada" {
-			t.Fatalf("claim of a claimed review: %v", err)
-		}
-		c2, err := e.db.Claim(ctx, "b", "ada", lease, now.Add(30*time.Second))
-		if err != nil || !c2.ClaimedAt.Equal(c1.ClaimedAt) || !c2.ExpiresAt.Equal(now.Add(90*time.Second)) {
-			t.Fatalf("renewal: %+v, %v", c2, err)
-		}
-		q, _ := e.db.ManualQueue(ctx, "transcript_import", 10, now.Add(time.Minute))
-		if it := q.Items[0]; it.ClaimedBy == nil || *it.ClaimedBy != "ada" || !it.ClaimExpiresAt.Equal(c2.ExpiresAt) {
+		b := s.load("b")
+		b = s.add(b)(one(b.Claim("ada", lease, now)))
+		b = s.add(b)(one(b.Claim("ada", lease, now.Add(30*time.Second)))) // renewed
+		catchUp(t, r)
+		q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, now.Add(time.Minute))
+		if it := q.Items[0]; it.ClaimedBy == nil || *it.ClaimedBy != "ada" || !it.ClaimExpiresAt.Equal(now.Add(90*time.Second)) || it.Version != b.Version() {
 			t.Fatalf("queue shows %+v", it)
 		}
-		// Claims are not projection rows: a rebuild keeps them.
-		if _, err := r.Rebuild(ctx, ManualQueue); err != nil {
-			t.Fatal(err)
+		if n, _ := e.db.CountQueue(ctx, QueueQuery{ClaimedBy: "ada"}, now.Add(time.Minute)); n != 1 {
+			t.Fatalf("items claimed by ada: %d", n)
 		}
-		q, _ = e.db.ManualQueue(ctx, "transcript_import", 10, now.Add(time.Minute))
-		if it := q.Items[0]; it.ClaimedBy == nil || *it.ClaimedBy != "ada" {
-			t.Fatalf("after rebuild the queue shows %+v", it)
-		}
-		// Once the lease has expired the claim is not shown and another
-		// moderator may take the review.
+		// Once the lease has expired the claim is not shown, and the sweep
+		// finds it.
 		later := now.Add(2 * time.Minute)
-		q, _ = e.db.ManualQueue(ctx, "transcript_import", 10, later)
+		q, _ = e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, later)
 		if it := q.Items[0]; it.ClaimedBy != nil || it.ClaimExpiresAt != nil {
 			t.Fatalf("expired claim shown: %+v", it)
 		}
-		c3, err := e.db.Claim(ctx, "b", "bo", lease, later)
-		if err != nil || c3.Moderator != "bo" || !c3.ClaimedAt.Equal(later) {
-			t.Fatalf("claim after expiry: %+v, %v", c3, err)
+		if ids, err := e.db.ExpiredClaims(ctx, later, 10); err != nil || !equal(ids, []string{"b"}) {
+			t.Fatalf("expired claims: %v %v", ids, err)
 		}
-		for _, id := range []string{"a", "g", "nope"} {
-			if _, err := e.db.Claim(ctx, id, "ada", lease, now); !errors.Is(err, ErrNotInQueue) {
-				t.Errorf("claim of %s: %v, want ErrNotInQueue", id, err)
-			}
+		rel, ok := b.ExpireClaim(later)
+		if !ok {
+			t.Fatal("no expiry")
 		}
-		if _, err := e.db.Claim(ctx, "b", "", lease, now); !errors.Is(err, ErrInvalidQuery) {
-			t.Errorf("claim without moderator: %v", err)
+		b = s.add(b)(one(rel, nil))
+		// A hold takes the item out of the default list into the held one.
+		b = s.add(b)(one(b.PutOnHold(domain.HoldCommand{By: "bo", Note: "legal"}, later)))
+		catchUp(t, r)
+		if ids, _ := e.db.ExpiredClaims(ctx, later, 10); len(ids) != 0 {
+			t.Fatalf("released claim still found: %v", ids)
 		}
-		if _, err := e.db.Claim(ctx, "b", "ada", 0, now); !errors.Is(err, ErrInvalidQuery) {
-			t.Errorf("claim without lease: %v", err)
+		if q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, later); len(q.Items) != 0 {
+			t.Fatalf("held item listed by default: %+v", q.Items)
+		}
+		q, _ = e.db.ManualQueue(ctx, QueueQuery{Held: HeldOnly, Limit: 10}, later)
+		if len(q.Items) != 1 || !q.Items[0].Held || *q.Items[0].HeldBy != "bo" || *q.Items[0].HoldNote != "legal" || !q.Items[0].HeldAt.Equal(later) {
+			t.Fatalf("held list: %+v", q.Items)
+		}
+		if q, _ := e.db.ManualQueue(ctx, QueueQuery{Held: HeldAny, Limit: 10}, later); len(q.Items) != 3 {
+			t.Fatalf("held=any: %d items", len(q.Items))
+		}
+		b = s.add(b)(one(b.TakeOffHold("bo", later)))
+		catchUp(t, r)
+		q, _ = e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, later)
+		if len(q.Items) != 1 || q.Items[0].Held || q.Items[0].HeldBy != nil || q.Items[0].Version != b.Version() {
+			t.Fatalf("after unhold: %+v", q.Items)
+		}
+		if _, err := e.db.ManualQueue(ctx, QueueQuery{Held: "maybe", Limit: 1}, later); !errors.Is(err, ErrInvalidQuery) {
+			t.Fatalf("bad held: %v", err)
+		}
+		if _, err := e.db.ManualQueue(ctx, QueueQuery{Order: "random", Limit: 1}, later); !errors.Is(err, ErrInvalidQuery) {
+			t.Fatalf("bad order: %v", err)
 		}
 	})
 
@@ -301,7 +325,7 @@ func TestQueries(t *testing.T) {
 		if err := r.CatchUp(ctx); err != nil {
 			t.Fatal(err)
 		}
-		q, _ := e.db.ManualQueue(ctx, "publishing_rule", 10, now)
+		q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "publishing_rule", Limit: 10}, now)
 		if len(q.Items) != 0 {
 			t.Fatalf("decided review still queued: %+v", q.Items)
 		}
@@ -380,7 +404,7 @@ func TestSummaryMatchesAggregate(t *testing.T) {
 	if err := e.runner(t, nil).CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	queue, err := e.db.ManualQueue(ctx, "", MaxLimit, t0)
+	queue, err := e.db.ManualQueue(ctx, QueueQuery{Limit: MaxLimit}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

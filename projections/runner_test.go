@@ -327,7 +327,7 @@ func TestRebuildWhileRunningAndReading(t *testing.T) {
 		defer wg.Done()
 		for rctx.Err() == nil {
 			now := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
-			if _, err := e.db.ManualQueue(rctx, "", 50, now); err != nil && rctx.Err() == nil {
+			if _, err := e.db.ManualQueue(rctx, QueueQuery{Limit: 50}, now); err != nil && rctx.Err() == nil {
 				readErr.Store(err)
 			}
 			if _, err := e.db.SLO(rctx, 24*time.Hour, "", now); err != nil && rctx.Err() == nil {

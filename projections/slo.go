@@ -34,7 +34,7 @@ func (sloProjection) tables() []string {
 func (sloProjection) uses(e event) bool {
 	switch e.data.(type) {
 	case domain.Submitted, domain.AttemptTimedOut, domain.FindingReceived, domain.Escalated,
-		domain.ManualDecisionRecorded, domain.ConflictingCompletionRecorded:
+		domain.ManualDecisionRecorded, domain.ConflictingCompletionRecorded, domain.Requeued:
 		return true
 	}
 	return false
@@ -54,6 +54,10 @@ type openRow struct {
 	humanGate       bool
 	outcomeRecorded bool
 	completed       bool
+	// requeued: the review was sent back to the automated path. The SLO
+	// counts a review's first stay in the queue: later escalations are
+	// not counted again, and its stay ended with the requeue.
+	requeued bool
 }
 
 type sloState struct {
@@ -191,6 +195,12 @@ func applySLO(s *sloState, reviewID string, e event, delta *sloDelta) bool {
 			s.open = nil
 		}
 	case domain.Escalated:
+		if o.requeued {
+			if d.State != domain.StateManualReview {
+				s.open = nil // a fail-closed end of a later round
+			}
+			return true
+		}
 		delta.minute(o.class, o.submittedAt).escalated++
 		kind := OutcomeEscalated
 		if d.State != domain.StateManualReview {
@@ -204,8 +214,15 @@ func applySLO(s *sloState, reviewID string, e event, delta *sloDelta) bool {
 		}
 	case domain.ManualDecisionRecorded:
 		complete(d.At)
-		delta.left[reviewID] = d.At
+		if !o.requeued {
+			delta.left[reviewID] = d.At
+		}
 		s.open = nil
+	case domain.Requeued:
+		if !o.requeued {
+			o.requeued = true
+			delta.left[reviewID] = d.At
+		}
 	default:
 		return false
 	}
@@ -219,7 +236,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed
+	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed, requeued
 		FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, dbErr(ctx, "load slo_open", err)
@@ -228,7 +245,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 		id string
 		o  openRow
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &o.class, &o.submittedAt, &o.deadline, &o.humanGate, &o.outcomeRecorded, &o.completed}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &o.class, &o.submittedAt, &o.deadline, &o.humanGate, &o.outcomeRecorded, &o.completed, &o.requeued}, func() error {
 		out[id] = &sloState{open: ptr(o), stored: true}
 		return nil
 	})
@@ -244,6 +261,7 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 		drop, ids, classes   []string
 		submitted, deadlines []time.Time
 		gates, outs, dones   []bool
+		requeued             []bool
 	)
 	for _, id := range order {
 		s := states[id]
@@ -252,6 +270,7 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 			ids, classes = append(ids, id), append(classes, o.class)
 			submitted, deadlines = append(submitted, o.submittedAt), append(deadlines, o.deadline)
 			gates, outs, dones = append(gates, o.humanGate), append(outs, o.outcomeRecorded), append(dones, o.completed)
+			requeued = append(requeued, o.requeued)
 		case s.stored:
 			drop = append(drop, id)
 		}
@@ -260,12 +279,12 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 		batch.Queue(`DELETE FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, drop)
 	}
 	if len(ids) > 0 {
-		batch.Queue(`INSERT INTO `+t.name("slo_open")+` (review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::bool[], $6::bool[], $7::bool[])
+		batch.Queue(`INSERT INTO `+t.name("slo_open")+` (review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed, requeued)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::bool[], $6::bool[], $7::bool[], $8::bool[])
 			ON CONFLICT (review_id) DO UPDATE SET content_class = EXCLUDED.content_class, submitted_at = EXCLUDED.submitted_at,
 				deadline = EXCLUDED.deadline, human_gate = EXCLUDED.human_gate,
-				outcome_recorded = EXCLUDED.outcome_recorded, completed = EXCLUDED.completed`,
-			ids, classes, submitted, deadlines, gates, outs, dones)
+				outcome_recorded = EXCLUDED.outcome_recorded, completed = EXCLUDED.completed, requeued = EXCLUDED.requeued`,
+			ids, classes, submitted, deadlines, gates, outs, dones, requeued)
 	}
 	if len(delta.minutes) > 0 {
 		var (

@@ -76,14 +76,22 @@ func recomputed(t *testing.T, e *env, from time.Time, step time.Duration, n int,
 				if r.outcome == nil {
 					r.outcome = ptr(ev.At)
 				}
-				if ev.State == domain.StateManualReview {
+				// A review's first stay in the queue counts: a requeue
+				// ends it, later rounds are not counted again.
+				if ev.State == domain.StateManualReview && r.entered == nil {
 					r.entered = ptr(ev.At)
 				}
 			case domain.ManualDecisionRecorded:
 				if !ev.At.After(r.deadline) {
 					r.completed = true
 				}
-				r.left = ptr(ev.At)
+				if r.left == nil {
+					r.left = ptr(ev.At)
+				}
+			case domain.Requeued:
+				if r.left == nil {
+					r.left = ptr(ev.At)
+				}
 			}
 		}
 	}

@@ -110,6 +110,13 @@ func applySummary(row *summaryRow, e event) *summaryRow {
 		if d.Note != "" {
 			row.reasons = []string{d.Note}
 		}
+	case domain.Requeued:
+		// As the aggregate: pending again with the round's deadline, the
+		// last escalation and its reasons cleared.
+		row.state = domain.StatePending
+		row.deadline = d.Deadline
+		row.escalationReason, row.escalatedAt = nil, nil
+		row.reasons = []string{}
 	}
 	row.version = int64(e.revision)
 	row.updatedAt = e.recordedAt

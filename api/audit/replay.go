@@ -98,6 +98,16 @@ func eventTime(e ledger.Entry) time.Time {
 		return ev.At
 	case domain.ManualDecisionRecorded:
 		return ev.At
+	case domain.Requeued:
+		return ev.At
+	case domain.Claimed:
+		return ev.ClaimedAt
+	case domain.ClaimReleased:
+		return ev.At
+	case domain.Held:
+		return ev.At
+	case domain.Unheld:
+		return ev.At
 	}
 	return e.RecordedAt
 }
@@ -138,6 +148,23 @@ func detailOf(e domain.Event) string {
 			s += " approvers=" + strings.Join(ev.Approvers, ",")
 		}
 		return s
+	}
+	return moderationDetail(e)
+}
+
+// moderationDetail describes the events of a moderation team.
+func moderationDetail(e domain.Event) string {
+	switch ev := e.(type) {
+	case domain.Requeued:
+		return fmt.Sprintf("round %d by %s, budget=%s deadline=%s%s", ev.Round, ev.By, ms(ev.BudgetMS), stamp(ev.Deadline), note(ev.Note))
+	case domain.Claimed:
+		return fmt.Sprintf("by %s until %s", ev.Moderator, stamp(ev.ExpiresAt))
+	case domain.ClaimReleased:
+		return fmt.Sprintf("%s's claim %s by %s", ev.Moderator, ev.Reason, ev.By)
+	case domain.Held:
+		return fmt.Sprintf("by %s%s", ev.By, note(ev.Note))
+	case domain.Unheld:
+		return "by " + ev.By
 	}
 	return ""
 }
@@ -192,6 +219,15 @@ func (r *Replay) Render(w io.Writer) error {
 	row("reasons", dash(strings.Join(rv.Reasons(), ", ")))
 	if rv.EscalationReason() != "" {
 		row("escalated", fmt.Sprintf("%s at %s", rv.EscalationReason(), stamp(rv.EscalatedAt())))
+	}
+	if rv.Round() > 1 {
+		row("round", fmt.Sprintf("%d (%d attempts in this round)", rv.Round(), rv.RoundAttempts()))
+	}
+	if cl := rv.CurrentClaim(); cl != nil {
+		row("claim", fmt.Sprintf("%s until %s", cl.Moderator, stamp(cl.ExpiresAt)))
+	}
+	if hd := rv.Hold(); hd != nil {
+		row("hold", fmt.Sprintf("by %s at %s%s", hd.By, stamp(hd.At), note(hd.Note)))
 	}
 	if a, _, started, timeout := rv.InFlight(); a > 0 {
 		row("in_flight", fmt.Sprintf("attempt %d since %s, timeout %s", a, stamp(started), timeout))

@@ -126,11 +126,33 @@ func fourEyes(t testing.TB, l *ledger.Ledger) {
 		decide("max", domain.DecisionAccepted, "", at(120000))
 }
 
+// requeued: an outage escalates the review; a moderator claims it, puts it
+// on hold, releases it and requeues it; the recovered provider decides
+// round 2.
+func requeued(t testing.TB, l *ledger.Ledger) {
+	s := &script{t: t, l: l}
+	s.submit("cap-2", "caption_suggestion", at(0)).
+		attempt(at(5)).timeout(1, domain.ClassProviderUnavailable, at(400)).
+		escalate(domain.ReasonRetryBudgetExhausted, at(401))
+	claim, err := s.rv.Claim("mona", 10*time.Minute, at(60000))
+	s.add("mona", claim, err)
+	hold, err := s.rv.PutOnHold(domain.HoldCommand{By: "mona", Note: "provider outage"}, at(61000))
+	s.add("mona", hold, err)
+	unhold, err := s.rv.TakeOffHold("mona", at(600000))
+	s.add("mona", unhold, err)
+	release, err := s.rv.ReleaseClaim("mona", false, at(600500))
+	s.add("mona", release, err)
+	requeue, err := s.rv.Requeue(domain.RequeueCommand{By: "mona", Note: "provider back", ExpectedVersion: 3}, at(601000))
+	s.add("mona", requeue, err)
+	s.attempt(at(601010)).find(2, domain.DecisionAccepted, at(601500))
+}
+
 func TestReplayGolden(t *testing.T) {
 	now := t0
 	l := newLedger(&now)
 	timeouts(t, l)
 	fourEyes(t, l)
+	requeued(t, l)
 	for _, tc := range []struct {
 		name, id string
 		asOf     time.Time
@@ -139,6 +161,8 @@ func TestReplayGolden(t *testing.T) {
 		{"replay_timeouts_as_of", "cap-1", at(10500)},
 		{"replay_four_eyes", "rule-1", time.Time{}},
 		{"replay_four_eyes_one_vote", "rule-1", at(90000)},
+		{"replay_requeued", "cap-2", time.Time{}},
+		{"replay_requeued_on_hold", "cap-2", at(90000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := l.History(context.Background(), tc.id)

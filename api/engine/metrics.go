@@ -10,6 +10,7 @@ import (
 
 type metrics struct {
 	submitted            *prometheus.CounterVec
+	requeued             *prometheus.CounterVec
 	attempts             *prometheus.CounterVec
 	budgetExhausted      *prometheus.CounterVec
 	conflicts            *prometheus.CounterVec
@@ -44,6 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m := &metrics{
 		submitted:            counters("reviews_submitted_total", "Reviews created, by content class.", "content_class"),
+		requeued:             counters("reviews_requeued_total", "Reviews a moderator sent back to the automated path (a new round), by content class.", "content_class"),
 		attempts:             counters("attempts_total", "Provider attempts by outcome (finding, finding_callback, or the failure classification).", "outcome"),
 		budgetExhausted:      counters("budget_exhaustions_total", "Reviews escalated because their end-to-end budget ran out, by content class.", "content_class"),
 		conflicts:            counters("conflicting_completions_total", "Findings refused because their attempt was no longer in flight, by source (response, callback).", "source"),
@@ -64,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.submitted, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
+	for _, c := range []prometheus.Collector{m.submitted, m.requeued, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
 		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted,
 		m.retryWindowAttempts, m.retryWindowRetries, m.swept, m.sweeperActive} {
 		if err := reg.Register(c); err != nil {

@@ -428,7 +428,7 @@ func (e *Engine) stopLapsedCalls() {
 
 // takeSlot waits for a call slot for j; false when the engine stops first.
 func (e *Engine) takeSlot(j *job) bool {
-	if j.slot {
+	if e.tryTakeSlot(j) {
 		return true
 	}
 	select {

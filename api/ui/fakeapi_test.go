@@ -29,6 +29,10 @@ type fakeAPI struct {
 	slo      map[string]sloJSON
 	requests []fakeRequest
 	reqSeq   int
+	// The stream of queue changes (GET /v1/manual-queue/events).
+	changes []fakeChange
+	changed chan struct{} // closed and replaced on every change
+	streams streamControl
 }
 
 type fakePrincipal struct{ role, name string }
@@ -38,6 +42,7 @@ type fakeRequest struct {
 	Query        url.Values
 	Auth         string
 	Body         string
+	LastEventID  string
 }
 
 type fakeReview struct {
@@ -46,6 +51,11 @@ type fakeReview struct {
 	approvals int // moderators who must agree
 	votes     []string
 	events    []eventJSON
+	// Claims and holds, which the fake keeps out of events (and so out
+	// of the version) but shows in the timeline.
+	coord []timelineEntry
+	// raceRequeue: a vote lands just before the next requeue is applied.
+	raceRequeue bool
 	// The submitted content; purged answers 410 as after retention.
 	contentType string
 	content     []byte
@@ -81,6 +91,16 @@ type queueItemJSON struct {
 	AgeSeconds     int64      `json:"age_seconds"`
 	ClaimedBy      *string    `json:"claimed_by"`
 	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
+	// Extensions of the moderation-team routes (docs/api.md).
+	Version     uint64     `json:"version"`
+	Round       int        `json:"round"`
+	DueAt       *time.Time `json:"due_at"`
+	SLABreached bool       `json:"sla_breached"`
+	Claims      string     `json:"claims"`
+	Held        bool       `json:"held"`
+	HeldBy      *string    `json:"held_by"`
+	HeldAt      *time.Time `json:"held_at"`
+	HoldNote    *string    `json:"hold_note"`
 }
 
 type eventJSON struct {
@@ -124,6 +144,7 @@ func newFakeAPI(now func() time.Time) *fakeAPI {
 		tokens:  map[string]fakePrincipal{},
 		reviews: map[string]*fakeReview{},
 		slo:     map[string]sloJSON{},
+		changed: make(chan struct{}),
 	}
 }
 
@@ -166,10 +187,12 @@ func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Dura
 		Version: uint64(len(r.events) - 1), SubmittedAt: submitted, Deadline: submitted.Add(30 * time.Second),
 		Reasons: reasons,
 	}
-	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt}
+	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt,
+		Version: r.view.Version, Round: 1, Claims: "optional"}
 	r.contentType, r.content = "text/plain; charset=utf-8", []byte("content of "+id)
 	f.reviews[id] = r
 	f.queue = append(f.queue, id)
+	f.emit("added", id, "system", map[string]any{"item": f.itemNow(r, now)})
 }
 
 func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
@@ -177,6 +200,8 @@ func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
 	defer f.mu.Unlock()
 	r := f.reviews[id]
 	r.item.ClaimedBy, r.item.ClaimExpiresAt = &moderator, &until
+	r.coordinate(f.now().UTC(), "claimed", moderator, map[string]any{"expires_at": until})
+	f.emit("claimed", id, moderator, map[string]any{"claimed_by": moderator, "claim_expires_at": until})
 }
 
 // vote records another moderator's approval on id, moving its version: a
@@ -188,6 +213,8 @@ func (f *fakeAPI) vote(id, moderator string) {
 	r.votes = append(r.votes, moderator)
 	r.record(f.now().UTC(), "ManualApprovalRecorded", map[string]any{"review_id": id, "state": "accepted", "moderator": moderator})
 	r.view.Version++
+	r.item.Version = r.view.Version
+	f.emit("approved", id, moderator, map[string]any{"moderator": moderator, "state": "accepted"})
 }
 
 // setContent replaces what was submitted for id.
@@ -251,6 +278,7 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/slo/series", f.route([]string{"auditor", "moderator"}, f.sloSeries))
 	mux.HandleFunc("GET /v1/slo/attempts", f.route([]string{"auditor", "moderator"}, f.sloAttempts))
 	mux.HandleFunc("GET /v1/me", f.route([]string{"submitter", "moderator", "auditor"}, f.me))
+	f.moderationRoutes(mux)
 	return mux
 }
 
@@ -310,6 +338,15 @@ func problem(status int, kind, title, detail, field string) (int, any) {
 
 func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	class := r.URL.Query().Get("content_class")
+	reason := r.URL.Query().Get("reason")
+	held := r.URL.Query().Get("held")
+	if held != "" && held != "true" && held != "false" && held != "any" {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "held must be true, false or any", "held")
+	}
+	order := r.URL.Query().Get("order")
+	if order != "" && order != "priority" && order != "due" {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "order must be priority or due", "order")
+	}
 	limit := 100
 	if q := r.URL.Query().Get("limit"); q != "" {
 		if _, err := fmt.Sscan(q, &limit); err != nil || limit < 1 || limit > 1000 {
@@ -319,22 +356,48 @@ func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now().UTC()
+	ids := slices.Clone(f.queue)
+	if order == "due" {
+		slices.SortStableFunc(ids, func(a, b string) int {
+			da, db := f.reviews[a].item.DueAt, f.reviews[b].item.DueAt
+			switch {
+			case da == nil && db == nil:
+				return 0
+			case da == nil:
+				return 1
+			case db == nil:
+				return -1
+			}
+			return da.Compare(*db)
+		})
+	}
 	items := []queueItemJSON{}
-	for _, id := range f.queue {
-		it := f.reviews[id].item
-		if class != "" && it.ContentClass != class {
+	for _, id := range ids {
+		it := f.itemNow(f.reviews[id], now)
+		if (class != "" && it.ContentClass != class) || (reason != "" && it.Reason != reason) {
 			continue
 		}
-		it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
-		if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
-			it.ClaimedBy, it.ClaimExpiresAt = nil, nil
+		if (held == "" || held == "false") && it.Held || held == "true" && !it.Held {
+			continue
 		}
 		items = append(items, it)
 		if len(items) == limit {
 			break
 		}
 	}
-	return http.StatusOK, map[string]any{"items": items}
+	return http.StatusOK, map[string]any{"items": items, "now": now}
+}
+
+// itemNow is a queue item as read at now: its age, its claim unless it
+// ran out, whether its SLA is breached.
+func (f *fakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
+	it := r.item
+	it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
+	if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
+		it.ClaimedBy, it.ClaimExpiresAt = nil, nil
+	}
+	it.SLABreached = it.DueAt != nil && !it.DueAt.After(now)
+	return it
 }
 
 func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
@@ -357,7 +420,9 @@ func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipa
 	}
 	name, until := who.name, now.Add(claimLease)
 	it.ClaimedBy, it.ClaimExpiresAt = &name, &until
-	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until}
+	rv.coordinate(now, "claimed", name, map[string]any{"expires_at": until})
+	f.emit("claimed", id, name, map[string]any{"claimed_by": name, "claim_expires_at": until})
+	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until, "version": rv.view.Version}
 }
 
 func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
@@ -437,10 +502,15 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 		return problem(http.StatusConflict, "already-approved", "Moderator already approved this review", "", "")
 	}
 	now := f.now().UTC()
+	if status, p, refused := f.claimRefusal(rv, who, now); refused {
+		return status, p
+	}
 	if len(rv.votes)+1 < rv.approvals {
 		rv.votes = append(rv.votes, who.name)
 		rv.record(now, "ManualApprovalRecorded", map[string]any{"review_id": id, "state": in.State, "moderator": who.name, "note": in.Note})
 		rv.view.Version++
+		rv.item.Version = rv.view.Version
+		f.emit("approved", id, who.name, map[string]any{"moderator": who.name, "state": in.State})
 		return http.StatusOK, rv.view
 	}
 	rv.record(now, "ManualDecisionRecorded", map[string]any{"review_id": id, "state": in.State, "moderator": who.name, "note": in.Note})
@@ -448,6 +518,7 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	rv.view.State = in.State
 	rv.view.DecidedAt = &now
 	f.queue = slices.DeleteFunc(f.queue, func(q string) bool { return q == id })
+	f.emit("decided", id, who.name, map[string]any{"moderator": who.name, "state": in.State})
 	return http.StatusOK, rv.view
 }
 

@@ -87,6 +87,15 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 			if c.QueueSLA, err = duration(v); err == nil && c.QueueSLA <= 0 {
 				err = fmt.Errorf("line %d: must be a positive duration, got %s", v.Line, c.QueueSLA)
 			}
+		case "manual_sla":
+			if c.ManualSLA, err = duration(v); err == nil && c.ManualSLA <= 0 {
+				err = fmt.Errorf("line %d: must be a positive duration, got %s", v.Line, c.ManualSLA)
+			}
+		case "claims":
+			c.Claims = domain.ClaimMode(v.Value)
+			if v.Kind != yaml.ScalarNode {
+				err = fmt.Errorf("line %d: want optional or required", v.Line)
+			}
 		case "backoff":
 			return eachKey(v, "backoff", func(key string, v *yaml.Node) error {
 				var err error

@@ -18,6 +18,7 @@ import (
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/notify"
+	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/api/ui"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -160,6 +161,11 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sweeper, err := projections.NewSweeper(projections.SweepConfig{DB: readModels, Reviews: led, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	feed := queuefeed.New(store, led, queuefeed.Config{})
 	deps := api.Deps{
 		Ledger:     led,
 		Reviews:    eng,
@@ -168,6 +174,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		UI:         ui.Handler(),
 		Watcher:    led.Watcher(),
 		Deliveries: notify.NewDB(pool),
+		Feed:       feed,
 
 		Checkpoints: signing.checkpoints(), // nil without a signing key
 	}
@@ -202,6 +209,12 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 					log.Warn("long-polls are woken only by this process's changes", "error", err.Error())
 				}
 			}()
+			// So are the streams of queue changes.
+			go func() {
+				if err := feed.Follow(ctx); err != nil {
+					log.Warn("the queue event stream cannot follow the ledger", "error", err.Error())
+				}
+			}()
 			if replica != nil {
 				// Checked every second (and by every /readyz): the read
 				// models move to the replica once it is well, off it as
@@ -224,6 +237,9 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	}
 	if c.runs(roleProjector) {
 		roles = append(roles, role{roleProjector, projector.Run})
+		// Expired claims and SLA breaches: any number of projectors may
+		// sweep, each breach is counted once.
+		roles = append(roles, role{"queue-sweeper", sweeper.Run})
 		if notifier != nil {
 			// Like a projection, a subscriber of the global order: one
 			// process at a time sends, the others stand by.

@@ -60,6 +60,10 @@ const (
 	Park
 	// Release deletes the record: the review left the automated path.
 	Release
+	// Reopen writes the record of a review a moderator sent back to the
+	// automated path (Requeued): due at At, with the round's Deadline and
+	// no owner. The content is the one stored at creation.
+	Reopen
 )
 
 // Change is the effect on its work record of an append to a review's
@@ -72,7 +76,7 @@ type Change struct {
 	// holds the record).
 	Owner string
 	// Create: the deadline, the content, when it is stored, and for an
-	// owned record the lease's end.
+	// owned record the lease's end. Reopen: the deadline and At.
 	Deadline   time.Time
 	Payload    Payload
 	At         time.Time

@@ -23,12 +23,36 @@
   const QUEUE_AGE_WARN_S = 15 * 60;
   const QUEUE_AGE_CRIT_S = 60 * 60;
 
+  // SLA colours of a queue item with a due time: amber in the last quarter
+  // of its SLA, red once it is overdue.
+  const SLA_WARN_SHARE = 0.25;
+
+  // Live updates (GET /v1/manual-queue/events, server-sent events read with
+  // fetch so the bearer token travels in the Authorization header, which
+  // EventSource cannot send). While the stream is down the queue is polled
+  // every REFRESH_MS and the stream retried with a growing delay.
+  const STREAM_PATH = '/v1/manual-queue/events';
+  const STREAM_RETRY_MIN_MS = 1000;
+  const STREAM_RETRY_MAX_MS = 30000;
+  // A stream that sends nothing (not even its heartbeat) for this long is
+  // taken as broken.
+  const STREAM_IDLE_MS = 45000;
+  // While live the queue is still read now and then, to catch up with
+  // what no change announces (claims running out).
+  const LIVE_REFRESH_MS = 60000;
+  // How long a review the stream said left the queue is kept out of a
+  // queue read that may not have caught up yet.
+  const GONE_MS = 5000;
+  // Bulk requeue sends pages of at most this many reviews.
+  const BULK_PAGE = 100;
+
   const $ = (id) => document.getElementById(id);
 
   // What each part of the page needs (docs/contracts.md §2 roles; admin may do
   // everything). Every role may open a review by its ID.
   const ROLE_CAN = {
     queue: ['moderator', 'admin'],             // the manual queue, claims, decisions
+    why: ['moderator', 'auditor', 'admin'],    // a review's attempts, requeues and votes
     timeline: ['auditor', 'admin'],            // a review's event history
     content: ['moderator', 'admin'],           // the content submitted for review
     slo: ['auditor', 'moderator', 'admin'],    // the SLO dashboard
@@ -49,6 +73,12 @@
     slo: { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
     history: { series: null, attempts: null, seq: 0 },
     classes: new Set(),
+    cursor: '',         // the queue row the keyboard is on
+    selected: new Set(),
+    rejecting: false,   // "r" was pressed: Ctrl+Enter in the note rejects
+    gone: new Map(),    // review ID -> when the stream said it left the queue
+    live: { mode: 'off', ctrl: null, retryMS: STREAM_RETRY_MIN_MS, retryAt: 0, timer: 0, lastID: '', reason: '', lastRead: 0, syncTimer: 0, events: 0 },
+    dialog: null,       // the action the confirmation dialog is for
   };
 
   // ---- formatting -------------------------------------------------------
@@ -168,6 +198,7 @@
       detail: p.detail || (body ? '' : String(text || '').slice(0, 300)),
       field: p.field || '',
       requestID: p.request_id || res.headers.get('X-Request-Id') || '',
+      claimedBy: typeof p.claimed_by === 'string' ? p.claimed_by : '',
     };
   }
 
@@ -337,6 +368,12 @@
   }
 
   function resetData() {
+    stopStream();
+    state.selected.clear();
+    state.cursor = '';
+    state.gone.clear();
+    state.dialog = null;
+    for (const d of ['confirm-dialog', 'help-dialog']) if ($(d).open) $(d).close();
     state.queue = { items: [], fetchedAt: 0, lastOK: 0, loading: false, seq: state.queue.seq + 1 };
     state.queueRows.clear();
     clear($('queue-body'));
@@ -414,6 +451,7 @@
     show($('lookup'), true);
     applyRole();
     route(true, true);
+    if (can('queue')) startStream();
   }
 
   // ---- routing ----------------------------------------------------------
@@ -473,8 +511,25 @@
     const q = new URLSearchParams();
     const cls = $('queue-class').value.trim();
     if (cls) q.set('content_class', cls);
+    const reason = $('queue-reason').value;
+    if (reason) q.set('reason', reason);
+    const order = $('queue-order').value;
+    if (order) q.set('order', order);
+    // One read brings the queue and the items on hold, listed apart.
+    q.set('held', 'any');
     q.set('limit', $('queue-limit').value);
     return q.toString();
+  }
+
+  // queueFilter is the filter a bulk action by filter applies: the class and
+  // reason chosen above the queue.
+  function queueFilter() {
+    const f = {};
+    const cls = $('queue-class').value.trim();
+    if (cls) f.content_class = cls;
+    const reason = $('queue-reason').value;
+    if (reason) f.reason = reason;
+    return f;
   }
 
   async function loadQueue() {
@@ -483,6 +538,7 @@
     state.queue.loading = true;
     $('queue-panel').setAttribute('aria-busy', 'true');
     try {
+      state.queue.lastRead = Date.now();
       const r = await api('GET', '/v1/manual-queue?' + queueQuery());
       if (seq !== state.queue.seq) return;
       const forbidden = !r.ok && r.status === 403;
@@ -502,7 +558,17 @@
         return;
       }
       show($('queue-error'), false);
-      const items = (r.data && Array.isArray(r.data.items)) ? r.data.items : [];
+      const now = Date.now();
+      for (const [id, at] of state.gone) if (now - at > GONE_MS) state.gone.delete(id);
+      const reason = $('queue-reason').value;
+      // A review the stream said has left stays out of a read that has not
+      // caught up yet; the reason filter holds even on a server without it.
+      const items = ((r.data && Array.isArray(r.data.items)) ? r.data.items : [])
+        .filter((i) => i && i.review_id && !state.gone.has(String(i.review_id)) && (!reason || i.reason === reason));
+      // The server's clock at the read: time left against an SLA is
+      // due_at less that, less the time since the read.
+      const serverNow = parseTime(r.data && r.data.now);
+      for (const i of items) { i._at = now; i._now = serverNow ? serverNow.getTime() : null; }
       state.queue.items = items;
       state.queue.fetchedAt = Date.now();
       state.queue.lastOK = Date.now();
@@ -521,7 +587,59 @@
       const t = parseTime(item.escalated_at);
       return t ? (Date.now() - t.getTime()) / 1000 : NaN;
     }
-    return base + (Date.now() - state.queue.fetchedAt) / 1000;
+    return base + (Date.now() - (item._at || state.queue.fetchedAt)) / 1000;
+  }
+
+  function isHeld(item) { return !!(item && item.held === true); }
+
+  // holdOf describes an item's hold: who put it on hold, when, and why.
+  function holdOf(item) {
+    if (!isHeld(item)) return null;
+    return { by: String(item.held_by || ''), at: item.held_at || '', note: String(item.hold_note || '') };
+  }
+
+  function holdText(item) {
+    const h = holdOf(item);
+    if (!h) return 'not on hold';
+    return 'On hold' + (h.by ? ' by ' + h.by : '') + (h.at ? ' since ' + clock(h.at) : '') + (h.note ? ': ' + h.note : '');
+  }
+
+  // slaOf measures an item's time left against its SLA: due_at less the
+  // server's clock at the read (the queue's "now"), less the time since the
+  // read, so browser and server clocks need not agree. Without "now" it is
+  // the SLA span (due_at less escalated_at) less the item's live age. The
+  // span also sets when amber starts. null when the item has no due time.
+  function slaOf(item) {
+    const due = parseTime(item && item.due_at);
+    if (!due) return null;
+    const esc = parseTime(item.escalated_at);
+    const span = esc ? (due.getTime() - esc.getTime()) / 1000 : NaN;
+    let left;
+    if (typeof item._now === 'number') left = (due.getTime() - item._now - (Date.now() - item._at)) / 1000;
+    else {
+      const age = liveAge(item);
+      left = isFinite(span) && isFinite(age) ? span - age : (due.getTime() - Date.now()) / 1000;
+    }
+    let lvl = 'ok';
+    if (left <= 0) lvl = 'crit';
+    else if (isFinite(span) && span > 0 && left <= span * SLA_WARN_SHARE) lvl = 'warn';
+    return { left, span, lvl, due: item.due_at };
+  }
+
+  // slaText says the time left in words, so colour is never the only signal.
+  function slaText(sla) {
+    if (!sla) return 'no SLA';
+    if (sla.lvl === 'crit') return 'Overdue by ' + duration(-sla.left);
+    if (sla.lvl === 'warn') return 'Due soon: ' + duration(sla.left) + ' left';
+    return duration(sla.left) + ' left';
+  }
+
+  function paintSLA(node, sla) {
+    node.textContent = slaText(sla);
+    const lvl = !sla ? 'none' : sla.lvl;
+    node.dataset.level = lvl;
+    for (const l of ['ok', 'warn', 'crit']) node.classList.toggle('sla-' + l, lvl === l);
+    node.title = sla ? 'Due ' + timestamp(sla.due) : '';
   }
 
   // claimOf describes the live claim of a queue item, or null.
@@ -545,16 +663,25 @@
   function queueRow(item) {
     const id = String(item.review_id);
     const link = el('a', { href: '#/reviews/' + encodeURIComponent(id), class: 'review-link', text: id });
+    link.addEventListener('focus', () => setCursor(id, false));
+    const box = el('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select review ' + id });
+    box.addEventListener('change', () => { toggleSelected(id, box.checked); });
     const claimBtn = el('button', { type: 'button', class: 'secondary small claim', 'aria-label': 'Claim review ' + id, text: 'Claim' });
     claimBtn.addEventListener('click', guard(() => claim(id, claimBtn)));
     const tr = el('tr', { dataset: { reviewId: id } },
+      el('td', { class: 'sel' }, box),
       el('td', { class: 'id', 'data-label': 'Review' }, link),
       el('td', { class: 'cls', 'data-label': 'Class' }),
       el('td', { class: 'reason', 'data-label': 'Reason' }),
       el('td', { class: 'num attempts', 'data-label': 'Attempts' }),
       el('td', { class: 'num age', 'data-label': 'Age' }),
+      el('td', { class: 'sla', 'data-label': 'SLA' }, el('span', { class: 'sla-left' }), el('span', { class: 'hold-note', hidden: true })),
       el('td', { class: 'claim-cell', 'data-label': 'Claim' }),
       el('td', { class: 'actions' }, claimBtn));
+    tr.addEventListener('click', (ev) => {
+      if (ev.target.closest('a, button, input')) return;
+      setCursor(id, true);
+    });
     return tr;
   }
 
@@ -566,6 +693,10 @@
     tr.querySelector('.attempts').textContent = item.attempts == null ? '—' : String(item.attempts);
     const age = tr.querySelector('.age');
     age.title = item.escalated_at ? 'Escalated ' + timestamp(item.escalated_at) : '';
+    const held = isHeld(item);
+    tr.classList.toggle('held', held);
+    tr.querySelector('.sla').dataset.label = held ? 'SLA, hold' : 'SLA';
+    tr.querySelector('input.select').checked = state.selected.has(String(item.review_id));
     tickRow(tr, item);
   }
 
@@ -575,6 +706,12 @@
     age.textContent = duration(ageSeconds);
     age.classList.toggle('crit', ageSeconds >= QUEUE_AGE_CRIT_S);
     age.classList.toggle('warn', ageSeconds >= QUEUE_AGE_WARN_S && ageSeconds < QUEUE_AGE_CRIT_S);
+    // The SLA clock runs while an item is on hold.
+    paintSLA(tr.querySelector('.sla-left'), slaOf(item));
+    const hold = tr.querySelector('.hold-note');
+    const ht = isHeld(item) ? holdText(item) : '';
+    if (hold.textContent !== ht) hold.textContent = ht;
+    show(hold, !!ht);
     const c = claimOf(item);
     const cell = tr.querySelector('.claim-cell');
     cell.textContent = claimText(item, false);
@@ -586,16 +723,19 @@
     btn.setAttribute('aria-label', (c && c.mine ? 'Renew claim on review ' : 'Claim review ') + item.review_id);
   }
 
-  // renderQueue updates the table in place, keyed by review ID, so focus and
-  // selection survive the periodic refresh.
+  // renderQueue updates the tables in place, keyed by review ID, so focus and
+  // selection survive the periodic refresh and live changes. Items on hold
+  // are listed apart, below the queue.
   function renderQueue() {
     const items = state.queue.items;
-    const body = $('queue-body');
+    const bodies = { queue: $('queue-body'), held: $('held-body') };
+    const prev = { queue: null, held: null };
+    const counts = { queue: 0, held: 0 };
     const seen = new Set();
-    let prev = null;
     for (const item of items) {
       if (!item || !item.review_id) continue;
       const id = String(item.review_id);
+      if (seen.has(id)) continue;
       seen.add(id);
       if (item.content_class) state.classes.add(String(item.content_class));
       let tr = state.queueRows.get(id);
@@ -604,31 +744,116 @@
         state.queueRows.set(id, tr);
       }
       fillRow(tr, item);
-      const want = prev ? prev.nextSibling : body.firstChild;
+      const where = isHeld(item) ? 'held' : 'queue';
+      counts[where]++;
+      const body = bodies[where];
+      const want = prev[where] ? prev[where].nextSibling : body.firstChild;
       if (want !== tr) body.insertBefore(tr, want);
-      prev = tr;
+      prev[where] = tr;
     }
+    const order = visibleIDs();
     for (const [id, tr] of state.queueRows) {
       if (!seen.has(id)) {
-        if (tr.contains(document.activeElement)) $('queue-title').focus();
+        const hadFocus = tr.contains(document.activeElement);
         tr.remove();
         state.queueRows.delete(id);
+        if (id === state.cursor) cursorLeft(id, hadFocus);
+        else if (hadFocus) $('queue-title').focus();
       }
     }
-    setText('queue-count', plural(seen.size, 'review') + ' waiting');
-    show($('queue-empty'), seen.size === 0);
-    show($('queue-table'), seen.size > 0);
+    state.lastOrder = order;
+    for (const id of Array.from(state.selected)) if (!seen.has(id)) state.selected.delete(id);
+    setText('queue-count', plural(counts.queue, 'review') + ' waiting' + (counts.held ? ', ' + counts.held + ' on hold' : ''));
+    show($('queue-empty'), counts.queue === 0);
+    show($('queue-table'), counts.queue > 0);
+    show($('held-section'), counts.held > 0);
+    setText('held-count', counts.held ? String(counts.held) : '');
     updateClassList();
     markSelectedRow();
+    renderBulk();
     updateQueueFreshness();
     if (state.review) renderReviewClaim();
+  }
+
+  // visibleIDs lists the rows in the order they are shown: the queue, then
+  // the items on hold.
+  function visibleIDs() {
+    return Array.from(document.querySelectorAll('#queue-body tr, #held-body tr'), (tr) => tr.dataset.reviewId);
+  }
+
+  // cursorLeft moves the keyboard cursor off a row that has left the queue
+  // (decided, requeued) to the row that took its place.
+  function cursorLeft(id, hadFocus) {
+    const before = state.lastOrder || [];
+    const now = visibleIDs();
+    let next = '';
+    const at = before.indexOf(id);
+    if (at >= 0) {
+      next = before.slice(at + 1).find((x) => now.includes(x)) || before.slice(0, at).reverse().find((x) => now.includes(x)) || '';
+    }
+    state.cursor = '';
+    if (next) setCursor(next, hadFocus);
+    else if (hadFocus) $('queue-title').focus();
   }
 
   function markSelectedRow() {
     for (const [id, tr] of state.queueRows) {
       if (state.view === 'queue' && id === state.reviewID) tr.setAttribute('aria-current', 'true');
       else tr.removeAttribute('aria-current');
+      tr.classList.toggle('cursor', id === state.cursor);
     }
+  }
+
+  // setCursor puts the keyboard cursor on a row, and focus on its link when
+  // asked.
+  function setCursor(id, focus) {
+    const tr = state.queueRows.get(id);
+    if (!tr) return;
+    if (state.cursor !== id) {
+      const old = state.queueRows.get(state.cursor);
+      if (old) old.classList.remove('cursor');
+      state.cursor = id;
+      tr.classList.add('cursor');
+    }
+    if (focus) {
+      const link = tr.querySelector('a.review-link');
+      if (document.activeElement !== link) link.focus();
+      tr.scrollIntoView({ block: 'nearest' });
+    }
+  }
+
+  function moveCursor(step) {
+    const ids = visibleIDs();
+    if (!ids.length) return;
+    let at = ids.indexOf(state.cursor);
+    if (at < 0) at = step > 0 ? -1 : ids.length;
+    const next = Math.max(0, Math.min(ids.length - 1, at + step));
+    setCursor(ids[next], true);
+  }
+
+  // ---- selection and bulk actions ---------------------------------------
+
+  function toggleSelected(id, on) {
+    if (on) state.selected.add(id);
+    else state.selected.delete(id);
+    const tr = state.queueRows.get(id);
+    if (tr) tr.querySelector('input.select').checked = on;
+    renderBulk();
+  }
+
+  function renderBulk() {
+    const n = state.selected.size;
+    setText('bulk-count', n ? n + ' selected' : 'None selected');
+    $('bulk-requeue').disabled = n === 0;
+    $('bulk-release').disabled = n === 0;
+    $('bulk-clear').disabled = n === 0;
+    const shown = Array.from(document.querySelectorAll('#queue-body tr'), (tr) => tr.dataset.reviewId);
+    const all = $('queue-select-all');
+    const picked = shown.filter((id) => state.selected.has(id)).length;
+    all.checked = shown.length > 0 && picked === shown.length;
+    all.indeterminate = picked > 0 && picked < shown.length;
+    const f = queueFilter();
+    $('bulk-requeue-filter').textContent = 'Requeue all' + (f.reason ? ' ' + words(f.reason) : '') + (f.content_class ? ' of ' + f.content_class : '') + '…';
   }
 
   function updateQueueFreshness() {
@@ -707,6 +932,240 @@
     }
   }
 
+  // itemPath is a queue item's route, such as /v1/manual-queue/{id}/claim.
+  function itemPath(id, what) { return '/v1/manual-queue/' + encodeURIComponent(id) + '/' + what; }
+
+  // release gives a claim back (DELETE on the claim), recorded in the ledger.
+  async function release(id) {
+    const box = $('queue-notice');
+    const r = await api('DELETE', itemPath(id, 'claim'));
+    if (r.ok) {
+      const item = queueItem(id);
+      if (item) { item.claimed_by = null; item.claim_expires_at = null; renderQueue(); }
+      notice(box, 'You released your claim on ' + id + '.', 'ok');
+      show($('queue-error'), false);
+      refreshQueueSoon();
+      return;
+    }
+    renderProblem($('queue-error'), r.problem, r.status === 403 ? forbiddenLead('releasing a claim needs the moderator role') : 'Could not release the claim on ' + id + '.');
+    show(box, false);
+  }
+
+  // unhold takes an item off hold at once: nothing is lost by it.
+  async function unhold(id) {
+    const box = $('queue-notice');
+    const r = await api('DELETE', itemPath(id, 'hold'));
+    if (r.ok) {
+      notice(box, 'Review ' + id + ' is off hold and back in the queue.', 'ok');
+      show($('queue-error'), false);
+      refreshQueueSoon();
+      if (state.reviewID === id) bg(loadReview(id, state.reviewSeq, false));
+      return;
+    }
+    renderProblem($('queue-error'), r.problem, 'Could not take ' + id + ' off hold.');
+    show(box, false);
+  }
+
+  // outcomeWords turns a bulk outcome into a sentence part.
+  const OUTCOME_WORDS = {
+    requeued: 'requeued to automated review',
+    released: 'claim released',
+    held: 'put on hold',
+    moved_on: 'moved on: no longer waiting for a moderator',
+    conflict: 'conflict: it changed meanwhile, nothing recorded',
+    not_claimed: 'no live claim to release',
+    claimed: 'skipped: claimed by another moderator',
+    not_found: 'no such review',
+    error: 'failed',
+  };
+
+  function outcomeOf(o) {
+    const kind = String(o.outcome || o.result || o.status || 'error').replace(/-/g, '_');
+    return { id: String(o.review_id || ''), kind, detail: String(o.detail || o.error || '') };
+  }
+
+  // ---- confirmation dialog (requeue, release, hold) ----------------------
+
+  // openConfirm asks before an action on one or many reviews, with a
+  // count: for a bulk requeue the server's dry run says how many reviews
+  // the action would move. action is {kind, ids} or {kind, filter}.
+  function openConfirm(action) {
+    const dlg = $('confirm-dialog');
+    state.dialog = Object.assign({ phase: 'count', count: 0 }, action);
+    show($('confirm-error'), false);
+    show($('confirm-result'), false);
+    clear($('confirm-outcomes'));
+    $('confirm-note').value = '';
+    const needsNote = action.kind !== 'release';
+    show($('confirm-note-field'), needsNote);
+    setText('confirm-note-label', action.kind === 'hold' ? 'Why it waits (recorded in the ledger)' : 'Why (recorded in the ledger)');
+    $('confirm-note').setAttribute('aria-required', String(action.kind === 'hold'));
+    const ok = $('confirm-ok');
+    ok.hidden = false;
+    ok.disabled = true;
+    ok.textContent = action.kind === 'hold' ? 'Put on hold' : action.kind === 'release' ? 'Release claims' : 'Requeue';
+    setText('confirm-cancel', 'Cancel');
+    setText('confirm-title', action.kind === 'hold' ? 'Put review ' + action.ids[0] + ' on hold'
+      : action.kind === 'release' ? 'Release claims'
+        : action.filter ? 'Requeue every review that matches the filter' : action.ids.length === 1 ? 'Requeue review ' + action.ids[0] : 'Requeue the selected reviews');
+    setText('confirm-count', 'Counting…');
+    if (!dlg.open) dlg.showModal();
+    (needsNote ? $('confirm-note') : $('confirm-cancel')).focus();
+    bg(countConfirm(state.dialog));
+  }
+
+  function filterWords(f) {
+    const parts = [];
+    if (f.reason) parts.push('reason ' + words(f.reason));
+    if (f.content_class) parts.push('class ' + f.content_class);
+    return parts.length ? parts.join(', ') : 'every reason and class';
+  }
+
+  // isBulk: the action goes through a bulk route (a filter, several
+  // reviews, or any release from the bulk bar), whose dry run counts it.
+  function isBulk(d) { return d.kind !== 'hold' && (!!d.filter || d.ids.length > 1 || !!d.bulk); }
+
+  async function countConfirm(d) {
+    let n;
+    if (isBulk(d)) {
+      const r = await api('POST', bulkPath(d), Object.assign(selection(d), { dry_run: true }));
+      if (state.dialog !== d) return;
+      if (!r.ok) {
+        renderProblem($('confirm-error'), r.problem, r.status === 403 ? forbiddenLead('this needs the moderator role') : 'The reviews could not be counted.');
+        setText('confirm-count', '');
+        return;
+      }
+      n = countOf(r.data);
+    } else {
+      n = d.ids.length;
+    }
+    d.count = n;
+    const what = d.kind === 'release' ? plural(n, 'claim') : plural(n, 'review');
+    let text;
+    if (d.kind === 'requeue') {
+      text = n === 0 ? 'No review matches: nothing would be requeued.'
+        : 'This sends ' + what + (d.filter ? ' (' + filterWords(d.filter) + ')' : '') + ' back to automated review with a fresh budget; they leave the manual queue.';
+    } else if (d.kind === 'release') {
+      text = n === 0 ? 'None of the selected reviews is claimed.' : 'This releases ' + what + ' of the selected reviews; any moderator may then claim them.';
+    } else {
+      text = 'The review moves to the list on hold until it is taken off hold.';
+    }
+    setText('confirm-count', text);
+    $('confirm-count').dataset.count = String(n);
+    $('confirm-ok').disabled = n === 0;
+    if (n > 0 && d.kind !== 'hold') $('confirm-ok').textContent = (d.kind === 'release' ? 'Release ' : 'Requeue ') + plural(n, d.kind === 'release' ? 'claim' : 'review');
+  }
+
+  // countOf reads the count of a dry run's answer (its total).
+  function countOf(data) {
+    return data && typeof data.total === 'number' ? data.total : 0;
+  }
+
+  function bulkPath(d) { return '/v1/manual-queue/bulk/' + (d.kind === 'release' ? 'release' : 'requeue'); }
+
+  // expectedVersion is the version of a review the moderator was shown:
+  // the queue item's, else the open review's.
+  function expectedVersion(id) {
+    const item = queueItem(id);
+    if (item && typeof item.version === 'number') return item.version;
+    if (state.review && state.review.review_id === id && typeof state.review.version === 'number') return state.review.version;
+    return undefined;
+  }
+
+  // selection is a bulk body's choice of reviews: the filter, or the
+  // checked items with the versions the moderator saw.
+  function selection(d) {
+    if (d.filter) return { filter: d.filter };
+    return { items: d.ids.map((id) => { const v = expectedVersion(id); return v === undefined ? { review_id: id } : { review_id: id, expected_version: v }; }) };
+  }
+
+  async function confirmAction() {
+    const d = state.dialog;
+    if (!d || d.phase !== 'count') return;
+    const note = $('confirm-note').value.trim();
+    if (d.kind === 'hold' && !note) {
+      renderProblem($('confirm-error'), { title: 'Write why the review waits.', field: 'note' }, '');
+      $('confirm-note').focus();
+      return;
+    }
+    d.phase = 'running';
+    const ok = $('confirm-ok');
+    ok.disabled = true;
+    show($('confirm-error'), false);
+    let outcomes = [];
+    let failed = null;
+    if (d.kind === 'hold') {
+      const body = { note };
+      const v = expectedVersion(d.ids[0]);
+      if (v !== undefined) body.expected_version = v;
+      const r = await api('POST', itemPath(d.ids[0], 'hold'), body);
+      if (r.ok) outcomes.push({ id: d.ids[0], kind: 'held', detail: '' });
+      else failed = r;
+    } else if (!isBulk(d)) {
+      const id = d.ids[0];
+      const body = { note, expected_version: expectedVersion(id) };
+      const r = await api('POST', itemPath(id, 'requeue'), body);
+      if (r.ok) outcomes.push({ id, kind: 'requeued', detail: '' });
+      else if (r.status === 409) {
+        const k = problemKind(r.problem);
+        outcomes.push({ id, kind: k === 'not-in-manual-review' ? 'moved_on' : k === 'claimed-by-other' ? 'claimed' : 'conflict', detail: r.problem.detail || r.problem.title });
+      } else failed = r;
+    } else {
+      // Page by page until the server says there is no more (a selection
+      // by items is one page).
+      let cursor = '';
+      for (let page = 0; page < 10000; page++) {
+        const body = Object.assign(selection(d), { limit: BULK_PAGE });
+        if (d.kind === 'requeue') body.note = note;
+        if (cursor) body.cursor = cursor;
+        const r = await api('POST', bulkPath(d), body);
+        if (!r.ok) { failed = r; break; }
+        const data = r.data || {};
+        const items = Array.isArray(data.items) ? data.items : [];
+        outcomes = outcomes.concat(items.map(outcomeOf));
+        setText('confirm-count', (d.kind === 'release' ? 'Releasing… ' : 'Requeueing… ') + outcomes.length + ' of ' + d.count);
+        cursor = d.filter && data.next_cursor ? String(data.next_cursor) : '';
+        if (!cursor) break;
+      }
+    }
+    if (state.dialog !== d) return;
+    d.phase = 'done';
+    if (failed) {
+      renderProblem($('confirm-error'), failed.problem, failed.status === 403 ? forbiddenLead('this needs the moderator role') : 'The action was not completed.');
+    }
+    renderOutcomes(d, outcomes);
+    for (const o of outcomes) if (o.kind === 'requeued') state.gone.set(o.id, Date.now());
+    for (const o of outcomes) if (o.kind === 'requeued') state.selected.delete(o.id);
+    refreshQueueSoon();
+    if (state.review && d.ids && d.ids.includes(state.review.review_id)) bg(loadReview(state.review.review_id, state.reviewSeq, false));
+  }
+
+  function renderOutcomes(d, outcomes) {
+    const list = $('confirm-outcomes');
+    clear(list);
+    const tally = new Map();
+    for (const o of outcomes) {
+      tally.set(o.kind, (tally.get(o.kind) || 0) + 1);
+      list.append(el('li', { class: 'outcome outcome-' + o.kind.replace(/[^a-z_]/g, ''), dataset: { reviewId: o.id, outcome: o.kind } },
+        el('code', { text: o.id }), ' — ' + (OUTCOME_WORDS[o.kind] || words(o.kind)) + (o.detail && o.kind !== 'moved_on' ? ' (' + o.detail + ')' : '')));
+    }
+    const summary = Array.from(tally, ([k, n]) => n + ' ' + (k === 'moved_on' ? 'moved on' : words(k))).join(', ');
+    setText('confirm-summary', outcomes.length ? 'Done: ' + summary + '.' : 'Nothing was changed.');
+    $('confirm-summary').classList.toggle('warn', outcomes.some((o) => o.kind !== 'requeued' && o.kind !== 'released' && o.kind !== 'held'));
+    show($('confirm-result'), true);
+    show($('confirm-note-field'), false);
+    setText('confirm-count', '');
+    $('confirm-ok').hidden = true;
+    setText('confirm-cancel', 'Close');
+    $('confirm-cancel').focus();
+  }
+
+  function closeConfirm() {
+    const dlg = $('confirm-dialog');
+    state.dialog = null;
+    if (dlg.open) dlg.close();
+  }
+
   // ---- review -----------------------------------------------------------
 
   function reviewPath(id) { return '/v1/reviews/' + encodeURIComponent(id); }
@@ -729,10 +1188,12 @@
     show($('review-panel'), true);
     setText('review-id', id);
     // Nothing of the previous review stays on screen while this one loads.
-    for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline', 'review-error']) show($(x), false);
+    for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline', 'why', 'review-error']) show($(x), false);
     resetContent();
+    setRejecting(false);
     setText('review-state', '');
     $('decision-note').value = '';
+    setCursor(id, false);
     await loadReview(id, seq, true);
     // The content never changes: it is read once per opening, not on
     // every reload of the review.
@@ -749,7 +1210,7 @@
     $('review-panel').removeAttribute('aria-busy');
     if (!r.ok) {
       state.review = null;
-      for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline']) show($(x), false);
+      for (const x of ['review-fields', 'review-claim', 'decision-form', 'timeline', 'why']) show($(x), false);
       resetContent();
       setText('review-state', '');
       $('review-state').className = 'state';
@@ -762,7 +1223,7 @@
     show($('review-error'), false);
     renderReview(r.data || {});
     if (focus) $('review-title').focus();
-    if (can('timeline')) bg(loadTimeline(id, seq));
+    if (can('timeline') || can('why')) bg(loadTimeline(id, seq));
   }
 
   function renderReview(v) {
@@ -804,9 +1265,34 @@
     show($('rv-claim'), queue);
     setText('rv-claim', !open ? '—' : item ? claimText(item, true) : 'not in the loaded queue');
     const c = claimOf(item);
-    const btn = $('review-claim-btn');
-    btn.textContent = c && c.mine ? 'Renew claim' : 'Claim this review';
+    labelKey($('review-claim-btn'), c && c.mine ? 'Renew claim' : 'Claim this review', 'c');
+    show($('review-release-btn'), !!c && c.mine);
+    const held = isHeld(item);
+    labelKey($('review-hold-btn'), held ? 'Take off hold' : 'Put on hold…', 'h');
+    $('review-hold-btn').setAttribute('aria-haspopup', held ? 'false' : 'dialog');
+    const sla = item ? slaOf(item) : null;
+    const showSLA = queue && open && !!sla;
+    show($('rv-sla-label'), showSLA);
+    show($('rv-sla'), showSLA);
+    if (showSLA) {
+      paintSLA($('rv-sla'), sla);
+      $('rv-sla').textContent = slaText(sla) + ' (due ' + clock(sla.due) + ')';
+    }
+    const required = !!item && item.claims === 'required';
+    show($('decision-claim-note'), open && queue && required);
+    if (required) setText('decision-claim-note', c && c.mine ? 'This class needs a claim to decide: you hold it.' : 'This class needs a claim to decide: claim the review first (c).');
+    show($('rv-hold-label'), queue && open && held);
+    show($('rv-hold'), queue && open && held);
+    if (held) setText('rv-hold', holdText(item));
     show($('review-claim'), open && queue);
+  }
+
+  // labelKey sets a button's label followed by its shortcut key, only when
+  // it changed, so a screen reader is not told the same thing every second.
+  function labelKey(btn, label, key) {
+    if (btn.dataset.label === label) return;
+    btn.dataset.label = label;
+    btn.replaceChildren(label + ' ', el('kbd', { text: key }));
   }
 
   async function decide(decision) {
@@ -825,8 +1311,20 @@
       const r = await api('POST', reviewPath(id) + '/decision', body);
       if (seq !== state.reviewSeq) return;
       if (!r.ok) {
-        if (r.status === 409 && problemKind(r.problem) === 'already-approved') {
+        const kind = problemKind(r.problem);
+        if (r.status === 409 && kind === 'already-approved') {
           renderProblem(errBox, r.problem, 'You have already voted on this review; another moderator has to approve it.');
+        } else if (r.status === 409 && (kind === 'claim-required' || kind === 'claimed-by-other')) {
+          // Nothing was recorded; the note stays for when the claim is held.
+          const claimNow = el('button', { type: 'button', id: 'decision-claim', class: 'secondary', text: 'Claim this review' });
+          claimNow.addEventListener('click', guard(async () => { await claim(id, claimNow); show(errBox, false); $('decision-note').focus(); }));
+          const holder = (r.problem.claimedBy || '');
+          const lead = kind === 'claim-required'
+            ? 'This class needs a claim before a decision: claim the review, then decide. Nothing was recorded.'
+            : 'Review ' + id + ' is claimed by ' + (holder || 'another moderator') + ': only the holder of the claim may decide. Nothing was recorded.';
+          renderProblem(errBox, r.problem, lead, kind === 'claim-required' ? claimNow : null);
+          bg(loadQueue());
+          if (kind === 'claim-required') claimNow.focus();
         } else if (r.status === 409) {
           const reload = el('button', { type: 'button', id: 'decision-reload', class: 'secondary', text: 'Reload the review' });
           reload.addEventListener('click', guard(async () => {
@@ -864,7 +1362,8 @@
       } else {
         notice(result, 'Decision recorded: ' + words(view ? view.state : decision) + '. The review has left the manual queue.', 'ok');
       }
-      if (can('timeline')) bg(loadTimeline(id, seq));
+      if (can('timeline') || can('why')) bg(loadTimeline(id, seq));
+      setRejecting(false);
       refreshQueueSoon();
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
@@ -1013,12 +1512,23 @@
     return parts.join(' · ');
   }
 
+  // loadTimeline reads the review's events once and shows them as the
+  // moderator's "why it is here" (attempts, escalation, requeues, holds,
+  // votes) and, for auditors, as the full event history.
   async function loadTimeline(id, seq) {
+    const [why, history] = await Promise.all([
+      can('why') ? api('GET', reviewPath(id) + '/timeline') : null,
+      can('timeline') ? api('GET', reviewPath(id) + '/events') : null,
+    ]);
+    if (seq !== state.reviewSeq) return;
+    if (why) renderWhy(why, why.ok && why.data && Array.isArray(why.data.entries) ? why.data.entries : []);
+    if (history) renderEvents(history, history.ok && history.data && Array.isArray(history.data.events) ? history.data.events : []);
+  }
+
+  function renderEvents(r, events) {
     const box = $('timeline');
     const msg = $('timeline-msg');
     const list = $('timeline-list');
-    const r = await api('GET', reviewPath(id) + '/events');
-    if (seq !== state.reviewSeq) return;
     show(box, true);
     clear(list);
     if (!r.ok) {
@@ -1028,7 +1538,6 @@
       show(msg, true);
       return;
     }
-    const events = (r.data && Array.isArray(r.data.events)) ? r.data.events : [];
     show(msg, events.length === 0);
     msg.textContent = events.length ? '' : 'No events.';
     const first = events.length ? parseTime(events[0].recorded_at) : null;
@@ -1046,6 +1555,103 @@
       list.append(el('li', { class: 'ev ev-' + String(e.type).replace(/[^A-Za-z]/g, '') }, head,
         sum ? el('p', { class: 'ev-summary', text: sum }) : null, details));
     }
+  }
+
+  function field(d, ...keys) {
+    for (const k of keys) if (d && d[k] !== undefined && d[k] !== null && d[k] !== '') return d[k];
+    return undefined;
+  }
+
+  // whyOf sorts a review's timeline entries (GET /v1/reviews/{id}/timeline)
+  // into its attempts (numbered on across requeue rounds), escalations,
+  // requeues, holds and claims, and votes.
+  function whyOf(entries) {
+    const out = { attempts: [], escalations: [], requeues: [], holds: [], votes: [], rounds: 1 };
+    for (const e of entries) {
+      if (!e || typeof e !== 'object') continue;
+      const kind = String(e.kind || '');
+      const round = typeof e.round === 'number' ? e.round : 1;
+      out.rounds = Math.max(out.rounds, round);
+      if (kind === 'attempt') {
+        const failed = e.outcome === 'failed';
+        out.attempts.push({
+          no: e.attempt, round, started: e.at,
+          kind: failed ? String(e.classification || 'failed') : String(e.outcome || ''),
+          outcome: e.outcome === 'finding' ? 'finding: ' + words(e.state) : failed ? words(e.classification || 'failed') : e.outcome === 'in_flight' ? 'in flight' : words(e.outcome),
+          detail: String(e.detail || ''),
+          ms: typeof e.duration_ms === 'number' ? e.duration_ms : null,
+        });
+      } else if (kind === 'escalated') {
+        out.escalations.push({ at: e.at, round, reason: String(e.reason || ''), detail: String(e.detail || '') });
+      } else if (kind === 'requeued') {
+        out.requeues.push({ at: e.at, round, by: String(e.actor || ''), note: String(e.note || ''), deadline: e.deadline || '' });
+      } else if (kind === 'claimed' || kind === 'released' || kind === 'held' || kind === 'unheld') {
+        out.holds.push({ at: e.at, kind, by: String(e.actor || ''), note: String(e.note || ''), reason: String(e.reason || ''), until: e.expires_at || '' });
+      } else if (kind === 'approval' || kind === 'decided') {
+        out.votes.push({ at: e.at, final: kind === 'decided', state: String(e.state || ''), by: String(e.actor || ''), note: String(e.note || '') });
+      }
+    }
+    return out;
+  }
+
+  const HOLD_WORDS = { claimed: 'claimed', released: 'claim released', held: 'put on hold', unheld: 'taken off hold' };
+
+  function whyItem(at, ...parts) {
+    return el('li', null, el('time', { datetime: at || '', text: timestamp(at) }), ' ', ...parts);
+  }
+
+  function renderWhy(r, entries) {
+    const box = $('why');
+    const msg = $('why-msg');
+    show(box, true);
+    if (!r.ok) {
+      show($('why-body'), false);
+      msg.textContent = r.status === 403
+        ? 'Your role cannot read this review’s history.'
+        : 'The review’s history could not be loaded: ' + (r.problem.title || '') + (r.problem.requestID ? ' (request ID ' + r.problem.requestID + ')' : '');
+      show(msg, true);
+      return;
+    }
+    show(msg, false);
+    show($('why-body'), true);
+    const w = whyOf(entries);
+    const esc = w.escalations[w.escalations.length - 1];
+    const roundAttempts = esc ? w.attempts.filter((a) => a.round === esc.round).length : 0;
+    $('why-escalation').textContent = esc
+      ? 'Escalated ' + timestamp(esc.at) + ': ' + words(esc.reason) + (esc.detail ? ' (' + esc.detail + ')' : '') +
+        (roundAttempts ? ' after ' + plural(roundAttempts, 'attempt') + (w.rounds > 1 ? ' in round ' + esc.round : '') : '') +
+        (w.escalations.length > 1 ? ' · escalated ' + w.escalations.length + ' times in all' : '')
+      : 'Not escalated.';
+    const body = $('why-attempts-body');
+    clear(body);
+    const rounds = w.rounds > 1;
+    let round = 0;
+    for (const a of w.attempts) {
+      if (rounds && a.round !== round) {
+        round = a.round;
+        const q = w.requeues.find((x) => x.round === round);
+        body.append(el('tr', { class: 'round' }, el('th', { colspan: '4', scope: 'colgroup',
+          text: 'Round ' + round + (q ? ', requeued' + (q.by ? ' by ' + q.by : '') + ' ' + clock(q.at) : '') })));
+      }
+      body.append(el('tr', { class: 'attempt attempt-' + String(a.kind || a.outcome).replace(/[^a-z_]/g, ''), dataset: { round: String(a.round) } },
+        el('td', { class: 'num', text: String(a.no) }),
+        el('td', null, a.started ? clock(a.started) : '—'),
+        el('td', { title: a.detail }, a.outcome + (a.detail ? ' · ' + a.detail : '')),
+        el('td', { class: 'num', text: a.ms === null ? '—' : millis(a.ms) })));
+    }
+    if (!w.attempts.length) body.append(el('tr', null, el('td', { colspan: '4', class: 'muted', text: 'No attempt: the review went straight to a moderator.' })));
+    const fill = (id, items, render, none) => {
+      const list = $(id);
+      clear(list);
+      for (const x of items) list.append(render(x));
+      if (!items.length) list.append(el('li', { class: 'muted', text: none }));
+    };
+    fill('why-requeues', w.requeues, (q) => whyItem(q.at, 'requeued' + (q.by ? ' by ' + q.by : ''),
+      q.note ? ': ' + q.note : '', q.deadline ? ' (new deadline ' + timestamp(q.deadline) + ')' : ''), 'Never requeued.');
+    fill('why-holds', w.holds, (h) => whyItem(h.at, HOLD_WORDS[h.kind] + (h.by ? ' by ' + h.by : '') +
+      (h.kind === 'released' && h.reason === 'expired' ? ' (lease expired)' : '') + (h.until ? ' until ' + clock(h.until) : ''), h.note ? ': ' + h.note : ''), 'None recorded.');
+    fill('why-votes', w.votes, (v) => whyItem(v.at, (v.final ? 'decided ' : 'voted to ') + (v.final ? words(v.state) : v.state === 'accepted' ? 'accept' : 'reject') +
+      (v.by ? ' by ' + v.by : ''), v.note ? ': “' + v.note + '”' : ''), 'No vote yet.');
   }
 
   // ---- SLO dashboard ----------------------------------------------------
@@ -1293,6 +1899,332 @@
       ' (warning) or ' + duration(QUEUE_AGE_CRIT_S) + ' (critical). The queue and these numbers are read models, current within about a second.');
   }
 
+  // ---- live updates -----------------------------------------------------
+
+  // setLive shows whether the queue is live (the stream is open) or polled.
+  function setLive(mode, reason) {
+    const live = state.live;
+    live.mode = mode;
+    if (reason !== undefined) live.reason = reason;
+    renderLive();
+  }
+
+  function renderLive() {
+    const live = state.live;
+    const box = $('live-status');
+    box.dataset.mode = live.mode;
+    let text;
+    if (live.mode === 'live') text = 'Live';
+    else if (live.mode === 'connecting') text = 'Connecting to live updates…';
+    else if (live.mode === 'polling') {
+      const wait = Math.max(0, Math.ceil((live.retryAt - Date.now()) / 1000));
+      text = 'Polling every ' + duration(REFRESH_MS / 1000) + ' · live updates ' + (live.reason ? live.reason + '; ' : '') +
+        (wait > 0 ? 'retrying in ' + duration(wait) : 'retrying now');
+    } else text = 'Not connected';
+    const out = $('live-text');
+    if (out.textContent !== text) out.textContent = text;
+    box.title = live.mode === 'live' ? 'Changes to the queue appear as they are recorded' : '';
+  }
+
+  // startStream opens the stream of queue changes unless it is open or
+  // waiting to be retried.
+  function startStream() {
+    const live = state.live;
+    if (!state.token || !can('queue') || live.ctrl || live.timer) return;
+    bg(runStream());
+  }
+
+  function stopStream() {
+    const live = state.live;
+    if (live.ctrl) live.ctrl.abort();
+    live.ctrl = null;
+    window.clearTimeout(live.timer);
+    window.clearTimeout(live.syncTimer);
+    live.timer = 0;
+    live.syncTimer = 0;
+    live.retryMS = STREAM_RETRY_MIN_MS;
+    live.lastID = '';
+    setLive('off', '');
+  }
+
+  // runStream reads GET /v1/manual-queue/stream with fetch, so the token
+  // goes in the Authorization header, and applies each change to the queue.
+  async function runStream() {
+    const live = state.live;
+    const ctrl = new AbortController();
+    live.ctrl = ctrl;
+    const token = state.token;
+    const signal = AbortSignal.any ? AbortSignal.any([state.abort.signal, ctrl.signal]) : ctrl.signal;
+    if (live.mode !== 'polling') setLive('connecting');
+    const headers = { 'Accept': 'text/event-stream', 'Authorization': 'Bearer ' + token };
+    if (live.lastID) headers['Last-Event-ID'] = live.lastID;
+    let idle = 0;
+    const touch = () => {
+      live.lastRead = Date.now();
+      window.clearTimeout(idle);
+      idle = window.setTimeout(() => ctrl.abort(), STREAM_IDLE_MS);
+    };
+    let why = 'the stream ended';
+    try {
+      touch();
+      const res = await fetch(STREAM_PATH, { method: 'GET', headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal });
+      if (res.status === 401) {
+        window.clearTimeout(idle);
+        live.ctrl = null;
+        signOut('The server did not accept the token. Sign in again.');
+        return;
+      }
+      if (!res.ok || !/text\/event-stream/i.test(res.headers.get('Content-Type') || '') || !res.body) {
+        why = res.status === 404 ? 'not offered by this server' : 'refused (HTTP ' + res.status + ')';
+        if (res.body) res.body.cancel().catch(() => {});
+        throw new Error(why);
+      }
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      const parser = sseParser(onStreamEvent);
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        touch();
+        if (state.queue.lastOK) state.queue.lastOK = Date.now();
+        parser(value);
+      }
+    } catch (err) {
+      if (state.token !== token || state.abort.signal.aborted) { window.clearTimeout(idle); return; }
+      if (err && err.name === 'AbortError') why = ctrl.signal.aborted && live.ctrl === ctrl ? 'silent for too long' : 'stopped';
+      else if (err && err.message && why === 'the stream ended') why = err.name === 'TypeError' ? 'unreachable' : err.message;
+      else if (err && err.message) why = err.message;
+    }
+    window.clearTimeout(idle);
+    if (live.ctrl !== ctrl) return; // stopped meanwhile
+    live.ctrl = null;
+    if (state.token !== token) return;
+    retryStream(why);
+  }
+
+  // retryStream falls back to polling and tries the stream again after a
+  // delay that doubles up to STREAM_RETRY_MAX_MS, with some jitter.
+  function retryStream(why) {
+    const live = state.live;
+    const delay = Math.round(live.retryMS * (0.8 + Math.random() * 0.4));
+    live.retryMS = Math.min(STREAM_RETRY_MAX_MS, live.retryMS * 2);
+    live.retryAt = Date.now() + delay;
+    setLive('polling', why);
+    bg(loadQueue());
+    window.clearTimeout(live.timer);
+    live.timer = window.setTimeout(() => { live.timer = 0; startStream(); }, delay);
+  }
+
+  // sseParser returns a function fed with text as it arrives; it calls
+  // onEvent(name, data, id) for each complete server-sent event.
+  function sseParser(onEvent) {
+    let buf = '';
+    let name = '';
+    let data = [];
+    return (chunk) => {
+      buf += chunk;
+      const lines = buf.split(/\r\n|\r|\n/);
+      buf = lines.pop();
+      for (const line of lines) {
+        if (line === '') {
+          if (data.length) onEvent(name || 'message', data.join('\n'));
+          name = '';
+          data = [];
+          continue;
+        }
+        if (line.startsWith(':')) continue;
+        const i = line.indexOf(':');
+        const key = i < 0 ? line : line.slice(0, i);
+        let value = i < 0 ? '' : line.slice(i + 1);
+        if (value.startsWith(' ')) value = value.slice(1);
+        if (key === 'event') name = value;
+        else if (key === 'data') data.push(value);
+        else if (key === 'id' && !value.includes('\0')) state.live.lastID = value;
+      }
+    };
+  }
+
+  // onStreamEvent applies one change to the queue at once, then reads the
+  // queue again shortly after to pick up what the change did not say.
+  // "ready" says the stream is live (after any catch-up from Last-Event-ID).
+  function onStreamEvent(name, text) {
+    if (name === 'ready') {
+      state.live.retryMS = STREAM_RETRY_MIN_MS;
+      setLive('live', '');
+      // Catch up with whatever changed while the stream was down.
+      syncQueue();
+      return;
+    }
+    let d = null;
+    try { d = JSON.parse(text); } catch (_) { d = null; }
+    if (!d || typeof d !== 'object') return;
+    state.live.events++;
+    // How many changes arrived live, for whoever wants to tell a live update
+    // from a poll.
+    $('live-status').dataset.events = String(state.live.events);
+    const kind = String(name !== 'message' ? name : d.type || '');
+    const id = d.review_id ? String(d.review_id) : '';
+    if (id) applyChange(kind, id, d);
+    syncQueue();
+  }
+
+  function applyChange(kind, id, d) {
+    const items = state.queue.items;
+    const at = items.findIndex((i) => i && String(i.review_id) === id);
+    let item = at >= 0 ? items[at] : null;
+    const open = state.review && state.review.review_id === id;
+    if (kind === 'decided' || kind === 'requeued') {
+      state.gone.set(id, Date.now());
+      if (at >= 0) { items.splice(at, 1); renderQueue(); }
+      if (open) bg(loadReview(id, state.reviewSeq, false));
+      return;
+    }
+    if (kind === 'added') {
+      state.gone.delete(id);
+      if (!d.item || typeof d.item !== 'object' || !queueMatches(d.item)) return;
+      const fresh = Object.assign({}, d.item, { _at: Date.now(), _now: parseTime(d.at) ? parseTime(d.at).getTime() : null });
+      if (at >= 0) items[at] = fresh;
+      else items.push(fresh);
+      renderQueue();
+      return;
+    }
+    if (!item) return;
+    if (typeof d.version === 'number') item.version = d.version;
+    if (kind === 'claimed') {
+      item.claimed_by = d.claimed_by ? String(d.claimed_by) : null;
+      item.claim_expires_at = d.claim_expires_at || null;
+    } else if (kind === 'released') {
+      item.claimed_by = null;
+      item.claim_expires_at = null;
+    } else if (kind === 'held') {
+      item.held = true;
+      item.held_by = d.held_by || d.actor || '';
+      item.held_at = d.at || '';
+      item.hold_note = d.note || '';
+    } else if (kind === 'unheld') {
+      item.held = false;
+      item.held_by = null;
+      item.held_at = null;
+      item.hold_note = null;
+    } else if (kind === 'approved') {
+      if (open) bg(loadTimeline(id, state.reviewSeq));
+    } else return;
+    renderQueue();
+    if (open && kind !== 'approved') bg(loadTimeline(id, state.reviewSeq));
+  }
+
+  // queueMatches says whether an item belongs in the queue as filtered.
+  function queueMatches(item) {
+    const f = queueFilter();
+    return (!f.content_class || item.content_class === f.content_class) && (!f.reason || item.reason === f.reason);
+  }
+
+  // syncQueue reads the queue soon, and once more after the read model has
+  // had time to catch up with the ledger; a burst of changes costs one read.
+  function syncQueue() {
+    const live = state.live;
+    if (live.syncTimer) return;
+    live.syncTimer = window.setTimeout(() => {
+      live.syncTimer = 0;
+      if (!state.token) return;
+      bg(loadQueue());
+      window.setTimeout(() => { if (state.token && state.view === 'queue') bg(loadQueue()); }, 1200);
+    }, 250);
+  }
+
+  // ---- keyboard ---------------------------------------------------------
+
+  function typingIn(t) {
+    if (!t || !t.tagName) return false;
+    if (t.isContentEditable || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT') return true;
+    return t.tagName === 'INPUT' && !/^(checkbox|radio|button|submit|reset)$/.test(t.type);
+  }
+
+  // setRejecting arms (or disarms) a keyboard reject: "r" puts the cursor
+  // in the note, Ctrl+Enter rejects with it.
+  function setRejecting(on) {
+    state.rejecting = on;
+    $('decision-form').classList.toggle('rejecting', on);
+    $('decision-keys').textContent = '';
+    if (on) {
+      $('decision-keys').append('Rejecting: write why, then ', el('kbd', { text: 'Ctrl' }), '+', el('kbd', { text: 'Enter' }),
+        ' rejects; ', el('kbd', { text: 'Esc' }), ' cancels.');
+    } else {
+      $('decision-keys').append(el('kbd', { text: 'a' }), ' accepts with this note; ', el('kbd', { text: 'r' }),
+        ' puts the cursor here to write why, then ', el('kbd', { text: 'Ctrl' }), '+', el('kbd', { text: 'Enter' }), ' rejects.');
+    }
+  }
+
+  // target is the review a key acts on: the open one, else the one under
+  // the cursor.
+  function keyTarget() {
+    if (state.review && state.review.state === 'manual_review') return String(state.review.review_id);
+    return state.cursor && state.queueRows.has(state.cursor) ? state.cursor : '';
+  }
+
+  function canDecide() { return !!state.review && !$('decision-form').hidden && !$('review-panel').hidden; }
+
+  function openHelp() {
+    const dlg = $('help-dialog');
+    if (!dlg.open) dlg.showModal();
+    $('help-close').focus();
+  }
+
+  function holdOrUnhold(id) {
+    if (!id) return;
+    if (isHeld(queueItem(id))) bg(unhold(id));
+    else openConfirm({ kind: 'hold', ids: [id] });
+  }
+
+  function onKey(ev) {
+    if (!state.token || ev.defaultPrevented || ev.altKey || ev.metaKey) return;
+    if (document.querySelector('dialog[open]')) return; // a dialog has its own keys
+    const t = ev.target;
+    if (t && t.id === 'decision-note') {
+      if (ev.key === 'Enter' && ev.ctrlKey) {
+        ev.preventDefault();
+        if (!canDecide()) return;
+        if (!t.value.trim()) { $('decision-keys').textContent = 'Write why you reject it first.'; return; }
+        bg(decide('rejected'));
+        return;
+      }
+      if (ev.key === 'Escape') {
+        ev.preventDefault();
+        ev.stopPropagation();
+        setRejecting(false);
+        $('review-title').focus();
+        return;
+      }
+    }
+    if (typingIn(t) && ev.key === 'Escape' && t.closest && t.closest('#queue-filter, #lookup') && state.view === 'queue' && can('queue')) {
+      // Out of a filter or lookup field, back to the queue's keys.
+      ev.preventDefault();
+      $('queue-title').focus();
+      return;
+    }
+    if (typingIn(t) || ev.ctrlKey) return;
+    if (ev.key === '?') { ev.preventDefault(); openHelp(); return; }
+    if (state.view !== 'queue' || !can('queue')) return;
+    switch (ev.key) {
+      case 'j': case 'ArrowDown': ev.preventDefault(); moveCursor(1); break;
+      case 'k': case 'ArrowUp': ev.preventDefault(); moveCursor(-1); break;
+      case 'Enter':
+        if (t && t.closest && t.closest('a, button, summary')) return; // they act on Enter themselves
+        if (state.cursor) { ev.preventDefault(); location.hash = '#/reviews/' + encodeURIComponent(state.cursor); }
+        break;
+      case 'c': { const id = keyTarget(); if (id) { ev.preventDefault(); bg(claim(id, null)); } break; }
+      case 'a': if (canDecide()) { ev.preventDefault(); bg(decide('accepted')); } break;
+      case 'r':
+        if (canDecide()) { ev.preventDefault(); setRejecting(true); $('decision-note').focus(); }
+        break;
+      case 'q': { const id = keyTarget(); if (id) { ev.preventDefault(); openConfirm({ kind: 'requeue', ids: [id] }); } break; }
+      case 'h': { const id = keyTarget(); if (id) { ev.preventDefault(); holdOrUnhold(id); } break; }
+      case 'x': if (state.cursor) { ev.preventDefault(); toggleSelected(state.cursor, !state.selected.has(state.cursor)); } break;
+      case '/': ev.preventDefault(); $('queue-class').focus(); break;
+      case 'Escape': if (state.reviewID) { ev.preventDefault(); closeReview(); } break;
+      default:
+    }
+  }
+
   // ---- timers -----------------------------------------------------------
 
   function everySecond() {
@@ -1303,6 +2235,7 @@
         if (tr) tickRow(tr, item);
       }
       updateQueueFreshness();
+      if (state.live.mode === 'polling') renderLive();
       if (state.review && state.review.deadline) {
         $('rv-deadline').textContent = timestamp(state.review.deadline) + ' (' + relative(state.review.deadline) + ')';
       }
@@ -1317,7 +2250,10 @@
   // read is still running, so a slow server is not sent a pile of requests.
   function everyRefresh() {
     if (!state.token || document.hidden) return;
-    if (state.view === 'queue' && !state.queue.loading) bg(loadQueue());
+    // While the stream is live the queue needs no polling, only a read now
+    // and then for what no change announces.
+    const live = state.live.mode === 'live';
+    if (state.view === 'queue' && !state.queue.loading && (!live || Date.now() - state.queue.lastRead > LIVE_REFRESH_MS)) bg(loadQueue());
     else if (state.view === 'slo' && $('slo-auto').checked && !state.slo.loading) bg(loadSLO());
   }
 
@@ -1346,6 +2282,36 @@
       if (ev.key === 'Escape' && ev.target.tagName !== 'TEXTAREA') { ev.preventDefault(); closeReview(); }
     });
     $('review-claim-btn').addEventListener('click', guard(() => claim(state.reviewID, null)));
+    $('review-release-btn').addEventListener('click', guard(() => release(state.reviewID)));
+    $('review-requeue-btn').addEventListener('click', () => openConfirm({ kind: 'requeue', ids: [state.reviewID] }));
+    $('review-hold-btn').addEventListener('click', () => holdOrUnhold(state.reviewID));
+    $('queue-select-all').addEventListener('change', () => {
+      const on = $('queue-select-all').checked;
+      for (const tr of document.querySelectorAll('#queue-body tr')) toggleSelected(tr.dataset.reviewId, on);
+      renderBulk();
+    });
+    $('bulk-requeue').addEventListener('click', () => openConfirm({ kind: 'requeue', ids: Array.from(state.selected) }));
+    $('bulk-release').addEventListener('click', () => openConfirm({ kind: 'release', ids: Array.from(state.selected), bulk: true }));
+    $('bulk-requeue-filter').addEventListener('click', () => openConfirm({ kind: 'requeue', filter: queueFilter() }));
+    $('bulk-clear').addEventListener('click', () => {
+      for (const id of Array.from(state.selected)) toggleSelected(id, false);
+      renderBulk();
+    });
+    for (const id of ['queue-class', 'queue-reason']) $(id).addEventListener('input', renderBulk);
+    $('queue-reason').addEventListener('change', guard(() => loadQueue()));
+    $('queue-order').addEventListener('change', guard(() => loadQueue()));
+    $('confirm-form').addEventListener('submit', guard((ev) => { ev.preventDefault(); return confirmAction(); }));
+    $('confirm-cancel').addEventListener('click', closeConfirm);
+    $('confirm-dialog').addEventListener('close', () => {
+      state.dialog = null;
+      const back = state.reviewID && !$('review-panel').hidden ? $('review-title') : state.queueRows.get(state.cursor);
+      if (back && back.tagName === 'TR') back.querySelector('a').focus();
+      else if (back) back.focus();
+    });
+    $('help-open').addEventListener('click', openHelp);
+    $('help-close').addEventListener('click', () => $('help-dialog').close());
+    $('help-dialog').addEventListener('close', () => $('help-open').focus());
+    document.addEventListener('keydown', guard(onKey));
     $('decision-form').addEventListener('submit', guard((ev) => {
       ev.preventDefault();
       const decision = ev.submitter && ev.submitter.value;

@@ -12,14 +12,18 @@ package uitest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -256,6 +260,26 @@ func (p *Page) Screenshot(name string) {
 	}
 }
 
+// ScreenshotView writes a PNG of what the viewport shows (not the whole
+// page), named name.png, to $UI_SCREENSHOTS when that is set: a screen as
+// a person sees it, dialogs included.
+func (p *Page) ScreenshotView(name string) {
+	p.tb.Helper()
+	dir := os.Getenv("UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.tb.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		p.tb.Fatal(err)
+	}
+}
+
 // Viewport sets the size of the page's viewport in CSS pixels, such as
 // 1280×800 for a laptop or 390×844 for a phone.
 func (p *Page) Viewport(width, height int64) {
@@ -301,4 +325,105 @@ func Row(reviewID string) string { return `#queue-body tr[data-review-id=` + jsS
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Press sends keys, one key event each, to the element that has focus,
+// as a person typing them; kb.Enter, kb.ArrowDown and the like name the
+// keys without a character.
+func (p *Page) Press(keys ...string) {
+	p.tb.Helper()
+	for _, k := range keys {
+		p.Do("press "+k, keystrokes(k))
+	}
+}
+
+// PressCtrl sends key with Ctrl held, such as Ctrl+Enter.
+func (p *Page) PressCtrl(key string) {
+	p.tb.Helper()
+	p.Do("press Ctrl+"+key, chromedp.KeyEvent(key, chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+}
+
+// keystrokes types keys as a keyboard does: each key down carries its
+// text, so a page that prevents the default of keydown keeps the character
+// from being typed, as in a browser in use. (chromedp.KeyEvent sends the
+// character as an event of its own, which preventDefault cannot stop.)
+func keystrokes(keys string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, r := range keys {
+			var send []*input.DispatchKeyEventParams
+			for _, ev := range kb.Encode(r) {
+				if ev.Type == kb.KeyChar && len(send) > 0 {
+					send[0].Text, send[0].UnmodifiedText = ev.Text, ev.UnmodifiedText
+					continue
+				}
+				send = append(send, ev)
+			}
+			for _, ev := range send {
+				if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, *ev); err != nil {
+					return fmt.Errorf("key %q: %w", r, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// Focused returns the ID of the element that has focus ("" for none).
+func (p *Page) Focused() string {
+	p.tb.Helper()
+	return Evaluate[string](p, `document.activeElement ? document.activeElement.id : ''`)
+}
+
+// WaitLive waits until the queue's live-update indicator is in mode:
+// "live" (the stream of queue changes is open), "polling" (it broke; the
+// queue is read every few seconds and the stream retried), "connecting".
+func (p *Page) WaitLive(mode string) {
+	p.tb.Helper()
+	p.WaitFor("the queue to be "+mode, `(mode) => document.getElementById('live-status').dataset.mode === mode`, mode)
+}
+
+// AdvanceClock moves the page's clock (Date.now) forward by d, for what
+// the page counts against time, such as an item's time left against its
+// SLA. Calls add up.
+func (p *Page) AdvanceClock(d time.Duration) {
+	p.tb.Helper()
+	p.Do("advance the clock", chromedp.Evaluate[chromedp.Void](`(() => {
+		if (!window.__uitestNow) {
+			window.__uitestNow = Date.now.bind(Date);
+			window.__uitestSkew = 0;
+			Date.now = () => window.__uitestNow() + window.__uitestSkew;
+		}
+		window.__uitestSkew += `+strconv.FormatInt(d.Milliseconds(), 10)+`;
+	})()`))
+}
+
+// Unlabelled lists the controls of the page without a label or an
+// accessible name (their markup), for tests that every control is
+// labelled for a screen reader.
+func (p *Page) Unlabelled() []string {
+	p.tb.Helper()
+	return Evaluate[[]string](p, `[
+		...Array.from(document.querySelectorAll('input, select, textarea'))
+			.filter((e) => e.labels.length === 0 && !e.getAttribute('aria-label') && !e.getAttribute('aria-labelledby')),
+		...Array.from(document.querySelectorAll('button, a, dialog, [role="toolbar"], [role="group"]'))
+			.filter((e) => !e.textContent.trim() && !e.getAttribute('aria-label') && !e.getAttribute('aria-labelledby')),
+	].map((e) => e.outerHTML.slice(0, 200))`)
+}
+
+// Overflow reports how many CSS pixels the page is wider than its
+// viewport (0 when it fits) and the widest elements, for the phone checks.
+func (p *Page) Overflow() (int, string) {
+	p.tb.Helper()
+	over := Evaluate[int](p, `document.documentElement.scrollWidth - window.innerWidth`)
+	if over <= 0 {
+		return 0, ""
+	}
+	return over, Evaluate[string](p, `Array.from(document.querySelectorAll('body *'))
+		.filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('[hidden]'))
+		.slice(0, 5).map((e) => e.tagName + '#' + e.id + '.' + (e.className.baseVal ?? e.className) + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`)
+}
+
+// HeldRow is the CSS selector of the row of a review on hold.
+func HeldRow(reviewID string) string {
+	return `#held-body tr[data-review-id=` + jsString(reviewID) + `]`
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,152 +143,262 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 		return add(runner, e)
 	}
 
-	// The automated path.
-	for rv.State() == domain.StatePending {
-		if w.rng.Float64() < 0.02 {
-			return rv, n, nil // worker lost before starting: stays pending
-		}
-		start, err := rv.StartAttempt(now)
-		switch {
-		case errors.Is(err, domain.ErrAttemptsExhausted):
-			if err := escalate(domain.ReasonAttemptsExhausted); err != nil {
-				return rv, n, err
+	for {
+		// The automated path.
+		for rv.State() == domain.StatePending {
+			if w.rng.Float64() < 0.02 {
+				return rv, n, nil // worker lost before starting: stays pending
 			}
-			continue
-		case errors.Is(err, domain.ErrBudgetExhausted):
-			if w.rng.Float64() < 0.5 {
-				now = now.Add(time.Second)
-				e, err := rv.Escalate(domain.ReasonDeadlinePassed, "swept", now)
-				if err != nil {
-					return rv, n, err
-				}
-				if err := add(sweeper, e); err != nil {
-					return rv, n, err
-				}
-			} else if err := escalate(domain.ReasonBudgetExhausted); err != nil {
-				return rv, n, err
-			}
-			continue
-		case err != nil:
-			return rv, n, err
-		}
-		if err := add(runner, start); err != nil {
-			return rv, n, err
-		}
-		if w.rng.Float64() < 0.01 {
-			return rv, n, nil // attempt left in flight
-		}
-		timeout := time.Duration(start.AttemptTimeoutMS) * time.Millisecond
-		// Service times: log-normal around 1.5 s with a long tail.
-		service := time.Duration(1500*math.Exp(w.rng.NormFloat64()*0.9)) * time.Millisecond
-		switch r := w.rng.Float64(); {
-		case r < 0.65 && service <= timeout:
-			now = now.Add(service)
-			state := domain.DecisionAccepted
-			if w.rng.Float64() < 0.3 {
-				state = domain.DecisionRejected
-			}
-			evs, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: state, Reasons: []string{"rule:" + string(state)}}, domain.SourceResponse, now)
-			if err != nil {
-				return rv, n, err
-			}
-			if err := add(ledger.Actor{Name: "provider"}, evs...); err != nil {
-				return rv, n, err
-			}
-			if w.rng.Float64() < 0.1 {
-				// A duplicate callback for the same attempt: refused, counted.
-				if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictReviewMovedOn, now.Add(50*time.Millisecond)); err != nil {
-					return rv, n, err
-				}
-				n++
-			}
-		case r < 0.7:
-			now = now.Add(200 * time.Millisecond)
-			e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: domain.ClassProviderRefused, Detail: "status 400"}, now)
-			if err != nil {
-				return rv, n, err
-			}
-			if err := add(runner, e); err != nil {
-				return rv, n, err
-			}
-			if err := escalate(domain.ReasonProviderRefused); err != nil {
-				return rv, n, err
-			}
-		default:
-			kind, elapsed := domain.ClassDeadlineExceeded, timeout
-			var retryAfter time.Duration
-			switch r := w.rng.Float64(); {
-			case r < 0.3:
-				kind, elapsed = domain.ClassTransportError, min(timeout, time.Duration(w.rng.Int64N(int64(timeout)))+time.Millisecond)
-			case r < 0.4:
-				kind, elapsed, retryAfter = domain.ClassRateLimited, 30*time.Millisecond, time.Duration(w.rng.IntN(3))*time.Second
-			case r < 0.45:
-				kind, elapsed = domain.ClassInvalidFinding, service
-			}
-			now = now.Add(elapsed)
-			e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: kind, RetryAfter: retryAfter}, now)
-			if err != nil {
-				return rv, n, err
-			}
-			if err := add(runner, e); err != nil {
-				return rv, n, err
-			}
-			if kind == domain.ClassDeadlineExceeded && w.rng.Float64() < 0.2 {
-				// The provider answers after all: the late finding is refused.
-				if _, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: domain.DecisionAccepted}, domain.SourceCallback, now.Add(time.Second)); !errors.Is(err, domain.ErrAttemptNotInFlight) {
-					return rv, n, fmt.Errorf("late finding: got %v, want ErrAttemptNotInFlight", err)
-				}
-				if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictAttemptNotInFlight, now.Add(time.Second)); err != nil {
-					return rv, n, err
-				}
-				n++
-			}
-			wait, ok := domain.RetryWait(now, rv.Deadline(), pol.Backoff.Delay(start.Attempt, w.rng), retryAfter)
-			if !ok {
-				if err := escalate(domain.ReasonRetryBudgetExhausted); err != nil {
+			start, err := rv.StartAttempt(now)
+			switch {
+			case errors.Is(err, domain.ErrAttemptsExhausted):
+				if err := escalate(domain.ReasonAttemptsExhausted); err != nil {
 					return rv, n, err
 				}
 				continue
+			case errors.Is(err, domain.ErrBudgetExhausted):
+				if w.rng.Float64() < 0.5 {
+					now = now.Add(time.Second)
+					e, err := rv.Escalate(domain.ReasonDeadlinePassed, "swept", now)
+					if err != nil {
+						return rv, n, err
+					}
+					if err := add(sweeper, e); err != nil {
+						return rv, n, err
+					}
+				} else if err := escalate(domain.ReasonBudgetExhausted); err != nil {
+					return rv, n, err
+				}
+				continue
+			case err != nil:
+				return rv, n, err
 			}
-			now = now.Add(wait)
+			if err := add(runner, start); err != nil {
+				return rv, n, err
+			}
+			if w.rng.Float64() < 0.01 {
+				return rv, n, nil // attempt left in flight
+			}
+			timeout := time.Duration(start.AttemptTimeoutMS) * time.Millisecond
+			// Service times: log-normal around 1.5 s with a long tail.
+			service := time.Duration(1500*math.Exp(w.rng.NormFloat64()*0.9)) * time.Millisecond
+			switch r := w.rng.Float64(); {
+			case r < 0.65 && service <= timeout:
+				now = now.Add(service)
+				state := domain.DecisionAccepted
+				if w.rng.Float64() < 0.3 {
+					state = domain.DecisionRejected
+				}
+				evs, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: state, Reasons: []string{"rule:" + string(state)}}, domain.SourceResponse, now)
+				if err != nil {
+					return rv, n, err
+				}
+				if err := add(ledger.Actor{Name: "provider"}, evs...); err != nil {
+					return rv, n, err
+				}
+				if w.rng.Float64() < 0.1 {
+					// A duplicate callback for the same attempt: refused, counted.
+					if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictReviewMovedOn, now.Add(50*time.Millisecond)); err != nil {
+						return rv, n, err
+					}
+					n++
+				}
+			case r < 0.7:
+				now = now.Add(200 * time.Millisecond)
+				e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: domain.ClassProviderRefused, Detail: "status 400"}, now)
+				if err != nil {
+					return rv, n, err
+				}
+				if err := add(runner, e); err != nil {
+					return rv, n, err
+				}
+				if err := escalate(domain.ReasonProviderRefused); err != nil {
+					return rv, n, err
+				}
+			default:
+				kind, elapsed := domain.ClassDeadlineExceeded, timeout
+				var retryAfter time.Duration
+				switch r := w.rng.Float64(); {
+				case r < 0.3:
+					kind, elapsed = domain.ClassTransportError, min(timeout, time.Duration(w.rng.Int64N(int64(timeout)))+time.Millisecond)
+				case r < 0.4:
+					kind, elapsed, retryAfter = domain.ClassRateLimited, 30*time.Millisecond, time.Duration(w.rng.IntN(3))*time.Second
+				case r < 0.45:
+					kind, elapsed = domain.ClassInvalidFinding, service
+				}
+				now = now.Add(elapsed)
+				e, err := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: start.Attempt, Classification: kind, RetryAfter: retryAfter}, now)
+				if err != nil {
+					return rv, n, err
+				}
+				if err := add(runner, e); err != nil {
+					return rv, n, err
+				}
+				if kind == domain.ClassDeadlineExceeded && w.rng.Float64() < 0.2 {
+					// The provider answers after all: the late finding is refused.
+					if _, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: domain.DecisionAccepted}, domain.SourceCallback, now.Add(time.Second)); !errors.Is(err, domain.ErrAttemptNotInFlight) {
+						return rv, n, fmt.Errorf("late finding: got %v, want ErrAttemptNotInFlight", err)
+					}
+					if err := w.conflict(ctx, rv, start.Attempt, domain.ConflictAttemptNotInFlight, now.Add(time.Second)); err != nil {
+						return rv, n, err
+					}
+					n++
+				}
+				wait, ok := domain.RetryWait(now, rv.Deadline(), pol.Backoff.Delay(start.Attempt, w.rng), retryAfter)
+				if !ok {
+					if err := escalate(domain.ReasonRetryBudgetExhausted); err != nil {
+						return rv, n, err
+					}
+					continue
+				}
+				now = now.Add(wait)
+			}
 		}
-	}
 
-	// The manual path.
-	for rv.State() == domain.StateManualReview {
-		if w.rng.Float64() < 0.3 {
-			return rv, n, nil // still waiting for a moderator
-		}
-		now = now.Add(time.Duration(1+w.rng.IntN(120)) * time.Second)
-		state := domain.DecisionAccepted
-		if w.rng.Float64() < 0.4 {
-			state = domain.DecisionRejected
-		}
-		// Two moderators may act on the same version at once: one wins, the
-		// other's append fails its expected-revision check.
-		racing := w.rng.Float64() < 0.1
-		base := rv
-		var picked []string
-		for _, m := range moderator {
-			if _, err := base.DecideManually(domain.ManualDecision{Moderator: m, State: state, ExpectedVersion: base.Version()}, now); err == nil {
-				picked = append(picked, m)
+		// The manual path.
+		requeued := false
+		for rv.State() == domain.StateManualReview && !requeued {
+			if err := w.coordinate(&rv, &now, add); err != nil {
+				return rv, n, err
+			}
+			if w.rng.Float64() < 0.3 {
+				return rv, n, nil // still waiting for a moderator
+			}
+			now = now.Add(time.Duration(1+w.rng.IntN(120)) * time.Second)
+			if rv.Round() < 3 && w.rng.Float64() < 0.15 {
+				// Back to the provider: a new round with a fresh budget.
+				e, err := rv.Requeue(domain.RequeueCommand{By: "ada", Note: "provider back", ExpectedVersion: rv.Version()}, now)
+				if errors.As(err, new(*domain.ClaimedError)) {
+					continue
+				}
+				if err != nil {
+					return rv, n, err
+				}
+				if err := add(ledger.Actor{Name: "ada"}, e); err != nil {
+					return rv, n, err
+				}
+				requeued = true
+				continue
+			}
+			if pol.ClaimsRequired() {
+				if err := w.claimToDecide(&rv, now, add); err != nil {
+					return rv, n, err
+				}
+			}
+			state := domain.DecisionAccepted
+			if w.rng.Float64() < 0.4 {
+				state = domain.DecisionRejected
+			}
+			// Two moderators may act on the same version at once: one wins, the
+			// other's append fails its expected-revision check.
+			racing := w.rng.Float64() < 0.1
+			base := rv
+			var picked []string
+			for _, m := range moderator {
+				if _, err := base.DecideManually(domain.ManualDecision{Moderator: m, State: state, ExpectedVersion: base.Version()}, now); err == nil {
+					// With claims: required only the holder may: it is picked alone.
+					picked = append(picked, m)
+				}
+			}
+			if len(picked) == 0 {
+				return rv, n, fmt.Errorf("review %s: no moderator may decide", id)
+			}
+			evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[0], State: state, Note: "checked by " + picked[0], ExpectedVersion: base.Version()}, now)
+			if err := add(ledger.Actor{Name: picked[0]}, evs...); err != nil {
+				return rv, n, err
+			}
+			if racing && len(picked) > 1 {
+				evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[1], State: state, ExpectedVersion: base.Version()}, now)
+				if _, err := w.l.Append(ctx, base, ledger.Actor{Name: picked[1]}, evs...); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+					return rv, n, fmt.Errorf("racing decision: got %v, want ErrWrongExpectedVersion", err)
+				}
 			}
 		}
-		if len(picked) == 0 {
-			return rv, n, fmt.Errorf("review %s: no moderator may decide", id)
+		if !requeued {
+			return rv, n, nil
 		}
-		evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[0], State: state, Note: "checked by " + picked[0], ExpectedVersion: base.Version()}, now)
-		if err := add(ledger.Actor{Name: picked[0]}, evs...); err != nil {
-			return rv, n, err
+	}
+}
+
+// coordinate lets moderators claim, release and hold a review waiting for
+// them, as a team working the queue would.
+func (w *writer) coordinate(rvp **ledger.Snapshot, nowp *time.Time, add func(ledger.Actor, ...domain.Event) error) error {
+	rv, now := *rvp, *nowp
+	m := moderator[w.rng.IntN(len(moderator))]
+	try := func(e domain.Event, err error) error {
+		if err != nil {
+			return nil // not allowed now (someone else's claim, a hold held): skip
 		}
-		if racing && len(picked) > 1 {
-			evs, _ := base.DecideManually(domain.ManualDecision{Moderator: picked[1], State: state, ExpectedVersion: base.Version()}, now)
-			if _, err := w.l.Append(ctx, base, ledger.Actor{Name: picked[1]}, evs...); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-				return rv, n, fmt.Errorf("racing decision: got %v, want ErrWrongExpectedVersion", err)
+		if err := add(ledger.Actor{Name: m}, e); err != nil {
+			return err
+		}
+		rv = *rvp
+		return nil
+	}
+	var err error
+	if w.rng.Float64() < 0.25 {
+		err = try(one(rv.Claim(m, time.Minute, now)))
+		if err == nil && w.rng.Float64() < 0.3 {
+			now = now.Add(time.Duration(w.rng.IntN(90)) * time.Second)
+			if e, ok := rv.ExpireClaim(now); ok {
+				err = try(e, nil)
+			} else {
+				err = try(one(rv.ReleaseClaim(m, false, now)))
 			}
 		}
 	}
-	return rv, n, nil
+	if err == nil && w.rng.Float64() < 0.1 {
+		err = try(one(rv.PutOnHold(domain.HoldCommand{By: m, Note: "waiting for legal"}, now)))
+		if err == nil && w.rng.Float64() < 0.5 {
+			err = try(one(rv.TakeOffHold(m, now.Add(time.Second))))
+		}
+	}
+	*nowp = now
+	return err
+}
+
+func one[E domain.Event](e E, err error) (domain.Event, error) { return e, err }
+
+// claimToDecide makes sure a moderator who may still vote holds the live
+// claim of a review whose class requires one.
+func (w *writer) claimToDecide(rvp **ledger.Snapshot, now time.Time, add func(ledger.Actor, ...domain.Event) error) error {
+	rv := *rvp
+	if c := rv.CurrentClaim(); c != nil {
+		e, expired := rv.ExpireClaim(now)
+		switch {
+		case !expired && !approvedBy(rv, c.Moderator):
+			return nil // the holder may decide
+		case !expired:
+			// The holder already voted: the claim is given up.
+			var err error
+			if e, err = rv.ReleaseClaim(c.Moderator, false, now); err != nil {
+				return err
+			}
+		}
+		if err := add(ledger.Actor{Name: e.By}, e); err != nil {
+			return err
+		}
+		rv = *rvp
+	}
+	for _, m := range moderator {
+		if !approvedBy(rv, m) {
+			e, err := rv.Claim(m, time.Minute, now)
+			if err != nil {
+				return err
+			}
+			return add(ledger.Actor{Name: m}, e)
+		}
+	}
+	return nil
+}
+
+func approvedBy(rv *ledger.Snapshot, m string) bool {
+	for _, names := range rv.Approvals() {
+		if slices.Contains(names, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // conflict records a refused callback for attempt of rv.
@@ -304,12 +415,19 @@ func (w *writer) conflict(ctx context.Context, rv *ledger.Snapshot, attempt int,
 }
 
 // DefaultPolicy is domain.DefaultPolicy with four-eyes (approvals: 2) on
-// publishing_rule, as a policy file would set it, so the workload exercises
-// every event kind.
+// publishing_rule and a manual SLA on transcript_import, as a policy file
+// would set them, and a class requiring claims (claimed_rule), so the
+// workload exercises every event kind.
 func DefaultPolicy() domain.Policy {
 	p := domain.DefaultPolicy()
 	rule := p.Classes["publishing_rule"]
 	rule.Approvals = 2
 	p.Classes["publishing_rule"] = rule
+	imp := p.Classes["transcript_import"]
+	imp.ManualSLA = 2 * time.Minute
+	p.Classes["transcript_import"] = imp
+	claimed := p.Classes["caption_suggestion"]
+	claimed.Claims, claimed.ManualSLA, claimed.Approvals = domain.ClaimsRequired, time.Minute, 2
+	p.Classes["claimed_rule"] = claimed
 	return p
 }

@@ -79,6 +79,8 @@ func (s *Store) apply(c work.Change) {
 		s.park(c.Owner, c.ReviewID, c.Until, c.Awaiting)
 	case work.Release:
 		delete(s.records, c.ReviewID)
+	case work.Reopen:
+		s.records[c.ReviewID] = &work.Record{ReviewID: c.ReviewID, Deadline: c.Deadline, DueAt: c.At}
 	}
 }
 

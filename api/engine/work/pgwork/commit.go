@@ -85,6 +85,13 @@ WHERE w.review_id = x.review_id AND w.owner_id = x.owner_id AND ` + written
 
 	releaseSQL = `DELETE FROM review_work w USING unnest($1::text[], $2::uuid[]) AS x(review_id, event_id)
 WHERE w.review_id = x.review_id AND ` + written
+
+	reopenSQL = `INSERT INTO review_work (review_id, deadline, due_at)
+SELECT x.review_id, x.deadline, x.due_at
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::uuid[]) AS x(review_id, deadline, due_at, event_id)
+WHERE ` + written + `
+ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
+	owner_id = NULL, lease_until = NULL, awaiting = 0`
 )
 
 // statements returns the set-based statements applying changes: one per
@@ -102,6 +109,10 @@ func statements(changes []change) []pgstore.Statement {
 			awaiting            []int32
 		}
 		release struct{ ids, events []string }
+		reopen  struct {
+			ids, events   []string
+			deadlines, at []time.Time
+		}
 	)
 	for _, c := range changes {
 		switch c.Op {
@@ -124,6 +135,9 @@ func statements(changes []change) []pgstore.Statement {
 		case work.Release:
 			release.ids = append(release.ids, c.ReviewID)
 			release.events = append(release.events, c.eventID)
+		case work.Reopen:
+			reopen.ids, reopen.events = append(reopen.ids, c.ReviewID), append(reopen.events, c.eventID)
+			reopen.deadlines, reopen.at = append(reopen.deadlines, c.Deadline), append(reopen.at, c.At)
 		}
 	}
 	var out []pgstore.Statement
@@ -137,6 +151,9 @@ func statements(changes []change) []pgstore.Statement {
 	}
 	if len(release.ids) > 0 {
 		out = append(out, pgstore.Statement{SQL: releaseSQL, Args: []any{release.ids, release.events}})
+	}
+	if len(reopen.ids) > 0 {
+		out = append(out, pgstore.Statement{SQL: reopenSQL, Args: []any{reopen.ids, reopen.deadlines, reopen.at, reopen.events}})
 	}
 	return out
 }
@@ -236,6 +253,11 @@ func (s *Store) applyAfter(ctx context.Context, c work.Change) error {
 		return s.Park(ctx, c.Owner, c.ReviewID, c.Until, c.Awaiting)
 	case work.Release:
 		return s.Done(ctx, c.ReviewID)
+	case work.Reopen:
+		_, err := s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
+			ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
+				owner_id = NULL, lease_until = NULL, awaiting = 0`, c.ReviewID, c.Deadline, c.At)
+		return dbErr(ctx, "reopen work of "+c.ReviewID, err)
 	}
 	return nil
 }
