@@ -24,11 +24,11 @@ func TestQueueRoundsHoldsAndSLA(t *testing.T) {
 	a := s.submit("a", "transcript_import", sec(0))
 	a = s.attempt(a, sec(0))
 	a = s.timeout(a, domain.ClassProviderUnavailable, sec(1))
-	a = s.add(a)(one(a.Escalate(domain.ReasonBudgetExhausted, "", sec(60)))) // due at 180 s
+	s.add(a)(one(a.Escalate(domain.ReasonBudgetExhausted, "", sec(60)))) // due at 180 s
 	b := s.submit("b", "transcript_import", sec(1))
 	b = s.attempt(b, sec(1))
 	b = s.timeout(b, domain.ClassProviderUnavailable, sec(2))
-	b = s.add(b)(one(b.Escalate(domain.ReasonBudgetExhausted, "", sec(30)))) // due at 150 s
+	s.add(b)(one(b.Escalate(domain.ReasonBudgetExhausted, "", sec(30)))) // due at 150 s
 	c := s.submit("c", "caption_suggestion", sec(2))
 	c = s.attempt(c, sec(2))
 	c = s.timeout(c, domain.ClassProviderUnavailable, sec(3))
@@ -76,7 +76,7 @@ func TestQueueRoundsHoldsAndSLA(t *testing.T) {
 		t.Fatalf("round 2's first attempt is %d", at)
 	}
 	a = s.timeout(a, domain.ClassProviderUnavailable, sec(172))
-	a = s.add(a)(one(a.Escalate(domain.ReasonProviderRefused, "", sec(173))))
+	s.add(a)(one(a.Escalate(domain.ReasonProviderRefused, "", sec(173))))
 	catchUp(t, r)
 	q, _ = e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, sec(200))
 	if len(q.Items) != 2 || q.Items[1].ReviewID != "a" || q.Items[1].Round != 2 || !q.Items[1].DueAt.Equal(sec(293)) || q.Items[1].Attempts != 2 {
