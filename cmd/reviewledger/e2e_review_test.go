@@ -250,8 +250,15 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	srv.expectProblem(t, http.StatusConflict, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, decision(got.Version-1))
 	srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, map[string]any{"state": "accepted"})
 	srv.expectProblem(t, http.StatusBadRequest, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, map[string]any{"state": "maybe", "expected_version": got.Version})
+	// The claim is an event of the review (it moved the version), yet the
+	// version read before it is still the one to decide on; the decision
+	// is the event that follows the claim.
+	claimVersion, _ := claim["version"].(float64)
+	if uint64(claimVersion) != got.Version+1 {
+		t.Errorf("claim answered version %v, want %d", claim["version"], got.Version+1)
+	}
 	decided := decode[reviewView](t, srv.expect(t, http.StatusOK, http.MethodPost, "/v1/reviews/"+id+"/decision", tokModerator, decision(got.Version)))
-	if decided.State != "accepted" || decided.DecidedAt == nil || decided.Version != got.Version+1 {
+	if decided.State != "accepted" || decided.DecidedAt == nil || decided.Version != got.Version+2 {
 		t.Errorf("decision answered %+v", decided)
 	}
 	if now := srv.review(t, id); now.State != "accepted" {
