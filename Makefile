@@ -31,6 +31,10 @@ run: services ## Run the service locally (serve), with development tokens unless
 	fi
 	REVIEWLEDGER_TOKENS="$${REVIEWLEDGER_TOKENS:-$(DEV_TOKENS)}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/reviewledger serve
 
+.PHONY: topology
+topology: ## Start the multi-node topology on this machine (3 NATS nodes, PostgreSQL primary and replica, API, 2 workers, 2 projector/sweeper processes) until Ctrl-C; private servers only (.ci/topology).
+	.ci/topology
+
 .PHONY: build
 build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger

@@ -173,3 +173,60 @@ func TestSweeperClosesTheOpenAttempt(t *testing.T) {
 		t.Fatalf("rev-waiting: events %v, want %v", got, want)
 	}
 }
+
+// RunSweeper sweeps only while its SweepLeader has elected it, and works
+// nothing else: a past-deadline review waits while another process would
+// hold the election, and is escalated once this one is elected. The
+// sweeper_active gauge says which.
+func TestRunSweeperSweepsOnlyWhileElected(t *testing.T) {
+	t.Parallel()
+	elected := make(chan struct{})
+	leader := func(ctx context.Context, fn func(context.Context) error) error {
+		select {
+		case <-elected:
+			return fn(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	h := newHarness(t, []step{hang}, func(c *Config) { c.SweepLeader = leader })
+	h.submit(t, "rev-swept", "short") // deadline +3s
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.RunSweeper(ctx) }()
+	h.clock.Advance(10 * time.Second)
+
+	time.Sleep(200 * time.Millisecond) // a sweeper would have swept by now
+	if st := h.load(t, "rev-swept").State(); st != domain.StatePending {
+		t.Fatalf("swept while not elected: %s", st)
+	}
+	if g := h.counter(t, h.metrics.sweeperActive); g != 0 {
+		t.Fatalf("sweeper_active %v while not elected", g)
+	}
+	close(elected)
+	for deadline := time.Now().Add(10 * time.Second); h.load(t, "rev-swept").State() == domain.StatePending; {
+		if time.Now().After(deadline) {
+			t.Fatal("not swept once elected")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rv := h.load(t, "rev-swept"); rv.EscalationReason() != domain.ReasonDeadlinePassed {
+		t.Errorf("escalated as %s, want deadline_passed", rv.EscalationReason())
+	}
+	if g := h.counter(t, h.metrics.sweeperActive); g != 1 {
+		t.Errorf("sweeper_active %v while elected", g)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if g := h.counter(t, h.metrics.sweeperActive); g != 0 {
+		t.Errorf("sweeper_active %v after the stop", g)
+	}
+	if n := len(h.prov.Requests()); n != 0 {
+		t.Errorf("a sweeper-only engine called the provider %d times", n)
+	}
+	if h.works.Load() {
+		t.Error("a sweeper-only engine takes work")
+	}
+}

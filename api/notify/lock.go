@@ -8,16 +8,20 @@ import (
 	"net"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // lockKey is the advisory lock electing the one active notifier.
 const lockKey int64 = 0x726c6e6f74696679 // "rlnotify"
+
+// LockKey is the advisory lock the active notifier holds, for telling who
+// it is (pglock.Holders).
+const LockKey = lockKey
 
 // errLockLost: the lock's connection stopped answering, so another process
 // may hold the lock now.
@@ -31,9 +35,9 @@ var errLockLost = errors.New("notifier lock connection lost")
 // when a ping fails fn's context is cancelled and withLock returns
 // errLockLost.
 func withLock(ctx context.Context, pool *pgxpool.Pool, retry time.Duration, fn func(context.Context) error) error {
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	conn, err := pglock.Connect(ctx, pool) // named, for projections status
 	if err != nil {
-		return fmt.Errorf("open lock connection: %w", err)
+		return err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

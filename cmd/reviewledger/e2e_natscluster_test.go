@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -60,16 +61,30 @@ func natsServerBin(t *testing.T) string {
 	return ""
 }
 
-// freePortNum returns a free loopback port.
+// freePortNum returns a loopback port nothing listens on, below the
+// kernel's ephemeral ports: a port the kernel hands out for port 0 may be
+// taken by an outgoing connection (a NATS route) before the server that
+// was to listen on it starts.
 func freePortNum(t *testing.T) int {
 	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
 	}
-	_, port, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(port)
-	return n
+	for range 1000 {
+		port := 10000 + rand.IntN(low-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
 }
 
 // startNATSCluster starts n nodes and waits until JetStream answers on

@@ -104,7 +104,7 @@ func TestOperatorCommandsOnEachBackend(t *testing.T) {
 			code, out, stderr = runCLI(t, ctx, "projections", "status")
 			table, elections, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
 			lines := strings.Split(table, "\n")
-			if code != 0 || len(lines) != 4 || elections != "sweeper active: none" {
+			if code != 0 || len(lines) != 4 || elections != "sweeper active: none\nnotifier active: none" {
 				t.Fatalf("projections status: exit %d\n%s\n%s", code, out, stderr)
 			}
 			for _, line := range lines[1:] {

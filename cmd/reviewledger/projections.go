@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -72,6 +73,10 @@ func (c *ProjectionsStatusCmd) Run(ctx context.Context, log *slog.Logger, out io
 		if err != nil {
 			return err
 		}
+		notifier, err := r.Holder(ctx, notify.LockKey)
+		if err != nil {
+			return err
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROJECTION\tVERSION\tPOSITION\tEVENTS\tLAG EVENTS\tLAG SECONDS\tUPDATED\tREBUILT\tACTIVE")
 		for _, s := range status {
@@ -93,7 +98,7 @@ func (c *ProjectionsStatusCmd) Run(ctx context.Context, log *slog.Logger, out io
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(out, "\nsweeper active: %s\n", active(sweeper))
+		_, err = fmt.Fprintf(out, "\nsweeper active: %s\nnotifier active: %s\n", active(sweeper), active(notifier))
 		return err
 	})
 }

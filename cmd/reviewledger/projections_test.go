@@ -73,7 +73,7 @@ func TestProjectionsRebuildAndStatus(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, ctx, "projections", "status")
 	table, elections, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
-	if !strings.Contains(table, "ACTIVE") || strings.TrimSpace(elections) != "sweeper active: none" {
+	if !strings.Contains(table, "ACTIVE") || strings.TrimSpace(elections) != "sweeper active: none\nnotifier active: none" {
 		t.Fatalf("status after: no ACTIVE column, or a sweeper while no server runs:\n%s", out)
 	}
 	for _, line := range strings.Split(table, "\n")[1:] {
