@@ -238,6 +238,9 @@ type Engine struct {
 	stopAt   atomic.Int64 // unix nanoseconds of the stop
 	running  atomic.Bool
 	works    atomic.Bool // running, and taking work (Run or RunWorker)
+	// renewFailing is set while lease renewals fail (the store is out):
+	// a call then starts only once its own lease was renewed.
+	renewFailing atomic.Bool
 
 	publisher  message.Publisher
 	subscriber message.Subscriber

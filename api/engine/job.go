@@ -228,6 +228,9 @@ func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Ti
 		f.PayloadMissing = true
 		return domain.Next(r, now, f), nil
 	}
+	if err := e.renewOwn(ctx, j); err != nil {
+		return domain.Step{}, err
+	}
 	if !e.leaseLeft(j, now) {
 		return domain.Step{}, errLeaseShort
 	}

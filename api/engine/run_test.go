@@ -477,6 +477,12 @@ func TestStoreFaultsAreRetried(t *testing.T) {
 		if rv.State() != domain.StateAccepted {
 			t.Errorf("%s: %s, %v", id, rv.State(), eventTypes(t, led, id))
 		}
+		// No call starts while the store is out (its lease could not be
+		// renewed): the one stopped for its lease, then the one that
+		// succeeds.
+		if rv.Attempts() > 2 {
+			t.Errorf("%s: %d attempts, want at most 2: %v", id, rv.Attempts(), eventTypes(t, led, id))
+		}
 		if slices.Contains(eventTypes(t, led, id), "AttemptTimedOut:store_unavailable") {
 			lost++
 		}

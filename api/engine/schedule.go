@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -388,11 +389,13 @@ func (e *Engine) renewLeases(ctx context.Context, ids []string) {
 	renewed, held, err := e.store.Renew(ctx, e.cfg.Owner, ids, sent.Add(e.cfg.Lease))
 	if err != nil {
 		if ctx.Err() == nil {
+			e.renewFailing.Store(true)
 			e.metrics.storeErrors.Inc()
 			e.log.Warn("renew leases; retrying", "error", err.Error())
 		}
 		return
 	}
+	e.renewFailing.Store(false)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	extended, kept := make(map[string]bool, len(renewed)), make(map[string]bool, len(held))
@@ -414,6 +417,29 @@ func (e *Engine) renewLeases(ctx context.Context, ids []string) {
 			j.lost = true
 		}
 	}
+}
+
+// renewOwn renews j's lease before its call starts while renewals are
+// failing: a call started on a lease that cannot be renewed would be
+// stopped for it and cost an attempt for nothing. It fails while the store
+// does, and the step is tried again.
+func (e *Engine) renewOwn(ctx context.Context, j *job) error {
+	if !e.renewFailing.Load() {
+		return nil
+	}
+	sent := e.clock.Now()
+	renewed, _, err := e.store.Renew(ctx, e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
+	if err != nil {
+		return fmt.Errorf("renew the lease before a call: %w", err)
+	}
+	e.renewFailing.Store(false)
+	if len(renewed) == 0 {
+		return errLeaseShort
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j.leaseUntil = e.localLease(sent)
+	return nil
 }
 
 // stopLapsedCalls stops the calls of reviews whose lease this process
