@@ -23,6 +23,7 @@ var sentinels = []error{
 	domain.ErrReviewNotFound, domain.ErrNotPending, domain.ErrNotInManualReview, domain.ErrAttemptInFlight,
 	domain.ErrAttemptNotInFlight, domain.ErrAttemptsExhausted, domain.ErrBudgetExhausted, domain.ErrInvalidFinding,
 	domain.ErrVersionMismatch, domain.ErrAlreadyApproved, domain.ErrInvalidDecision,
+	domain.ErrClaimedByOther, domain.ErrClaimRequired, domain.ErrNotClaimed, domain.ErrAlreadyHeld, domain.ErrNotHeld,
 }
 
 // TestRandomCommandSequences applies random commands at random times to
@@ -64,6 +65,7 @@ type outcomes struct {
 	acceptedByProvider, rejectedByProvider, rejectedByPolicy, decidedByModerator int
 	fourEyesDecisions, disagreements, gateHeld, stillPending, stillQueued, late  int
 	nextStart, nextWait, nextClose, nextEscalate, nextNone                       int
+	laterRound, claimed, held                                                    int
 }
 
 func (o *outcomes) counts() map[string]int {
@@ -75,6 +77,7 @@ func (o *outcomes) counts() map[string]int {
 		"still in manual_review": o.stillQueued, "late finding refused": o.late,
 		"next: start": o.nextStart, "next: wait": o.nextWait, "next: close": o.nextClose,
 		"next: escalate": o.nextEscalate, "next: none": o.nextNone,
+		"requeued into a later round": o.laterRound, "claimed": o.claimed, "held": o.held,
 	}
 }
 
@@ -113,6 +116,9 @@ func runSequence(seed uint64, seen *outcomes) (err error) {
 		}
 	}()
 	q.policy = randomPolicy(q.rng)
+	if q.rng.IntN(4) == 0 {
+		q.policy.Claims = domain.ClaimsRequired
+	}
 	submitted, err := domain.Submit(domain.SubmitCommand{ReviewID: testID, ContentClass: testClass, Policy: q.policy, Now: t0})
 	if err != nil {
 		return fmt.Errorf("Submit: %w", err)
@@ -164,7 +170,7 @@ func runSequence(seed uint64, seen *outcomes) (err error) {
 				seen.gateHeld++
 			}
 		}
-		if err := q.check(before, decisions); err != nil {
+		if err := q.check(before, decisions, name); err != nil {
 			return err
 		}
 	}
@@ -197,9 +203,11 @@ func (q *sequence) command() (string, []domain.Event, error) {
 	if attempt == 0 || rng.IntN(5) == 0 {
 		attempt = rng.IntN(r.Attempts() + 2)
 	}
-	switch rng.IntN(14) {
+	switch rng.IntN(17) {
 	case 12, 13:
 		return q.next()
+	case 14, 15, 16:
+		return q.moderate()
 	case 0, 1, 2:
 		events, err := one(r.StartAttempt(now))
 		return "start", events, err
@@ -238,6 +246,40 @@ func (q *sequence) command() (string, []domain.Event, error) {
 		}
 		events, err := r.DecideManually(d, now)
 		return "decide", events, err
+	}
+}
+
+// moderate is a moderation team's command: a requeue (sometimes on a
+// stale version), a claim, a release (sometimes by an admin), the record
+// of an expiry, a hold or its end.
+func (q *sequence) moderate() (string, []domain.Event, error) {
+	r, rng, now := q.review, q.rng, q.now
+	who := pick(rng, "alice", "bob", "carol")
+	switch rng.IntN(6) {
+	case 0:
+		c := domain.RequeueCommand{By: who, ExpectedVersion: r.Version()}
+		if rng.IntN(6) == 0 {
+			c.ExpectedVersion = rng.Uint64N(r.Version() + 2)
+		}
+		events, err := one(r.Requeue(c, now))
+		return "requeue", events, err
+	case 1:
+		events, err := one(r.Claim(who, time.Duration(1+rng.IntN(60))*time.Second, now))
+		return "claim", events, err
+	case 2:
+		events, err := one(r.ReleaseClaim(who, rng.IntN(4) == 0, now))
+		return "release", events, err
+	case 3:
+		if e, ok := r.ExpireClaim(now); ok {
+			return "expire", []domain.Event{e}, nil
+		}
+		return "expire", nil, nil
+	case 4:
+		events, err := one(r.PutOnHold(domain.HoldCommand{By: who, Note: pick(rng, "legal", "")}, now))
+		return "hold", events, err
+	default:
+		events, err := one(r.TakeOffHold(who, now))
+		return "unhold", events, err
 	}
 }
 
@@ -281,8 +323,8 @@ func checkStep(r *domain.Review, now time.Time, f domain.Facts, st domain.Step) 
 	switch st.Kind {
 	case domain.StepStart:
 		switch {
-		case st.Attempt != r.Attempts()+1 || st.Attempt > p.MaxAttempts:
-			return fmt.Errorf("attempt %d after %d of %d", st.Attempt, r.Attempts(), p.MaxAttempts)
+		case st.Attempt != r.Attempts()+1 || r.RoundAttempts() >= p.MaxAttempts:
+			return fmt.Errorf("attempt %d after %d (%d this round) of %d", st.Attempt, r.Attempts(), r.RoundAttempts(), p.MaxAttempts)
 		case st.Timeout < time.Millisecond || st.Timeout > p.AttemptTimeout || now.Add(st.Timeout).After(r.Deadline()):
 			return fmt.Errorf("timeout %s past the cap or the deadline", st.Timeout)
 		case st.Retry && !f.RetryAllowed:
@@ -332,19 +374,21 @@ type prior struct {
 	version uint64
 }
 
-func (q *sequence) check(before prior, decisions int) error {
+func (q *sequence) check(before prior, decisions int, name string) error {
 	r := q.review
 	switch {
 	case decisions > 1:
 		return fmt.Errorf("%d terminal decisions", decisions)
 	case r.Version() != uint64(len(q.events)-1):
 		return fmt.Errorf("version %d after %d events", r.Version(), len(q.events))
-	case r.Attempts() > q.policy.MaxAttempts:
-		return fmt.Errorf("%d attempts with max_attempts %d", r.Attempts(), q.policy.MaxAttempts)
+	case r.RoundAttempts() > q.policy.MaxAttempts:
+		return fmt.Errorf("%d attempts in round %d with max_attempts %d", r.RoundAttempts(), r.Round(), q.policy.MaxAttempts)
 	case r.State() == domain.StateAccepted && q.policy.HumanGate && r.DecidedBy() == "provider":
 		return errors.New("the provider accepted a review of a human-gated class")
-	case r.State() == domain.StatePending && before.state != domain.StatePending:
-		return fmt.Errorf("a %s review went back to pending", before.state)
+	case r.State() == domain.StatePending && before.state != domain.StatePending && (name != "requeue" || before.state != domain.StateManualReview):
+		return fmt.Errorf("a %s review went back to pending by %s", before.state, name)
+	case r.Version() > before.version && name != "requeue" && name != "decide" && r.Current(before.version) != coordinationOnly(q.events[before.version+1:]):
+		return fmt.Errorf("version %d current after %s: %v", before.version, name, r.Current(before.version))
 	}
 	for _, e := range q.events[before.version+1:] {
 		if s, ok := e.(domain.AttemptStarted); ok {
@@ -358,6 +402,16 @@ func (q *sequence) check(before prior, decisions int) error {
 		}
 	}
 	return nil
+}
+
+// coordinationOnly reports whether events are all claims and holds.
+func coordinationOnly(events []domain.Event) bool {
+	for _, e := range events {
+		if !domain.Coordination(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkHistory rebuilds the review from its events, directly and through
@@ -417,6 +471,24 @@ func (q *sequence) count(seen *outcomes) {
 	}
 	if a := r.Approvals(); len(a[domain.DecisionAccepted]) > 0 && len(a[domain.DecisionRejected]) > 0 {
 		seen.disagreements++
+	}
+	if r.Round() > 1 {
+		seen.laterRound++
+	}
+	claimed, held := false, false
+	for _, e := range q.events {
+		switch e.(type) {
+		case domain.Claimed:
+			claimed = true
+		case domain.Held:
+			held = true
+		}
+	}
+	if claimed {
+		seen.claimed++
+	}
+	if held {
+		seen.held++
 	}
 }
 
