@@ -81,6 +81,22 @@ func (s *Server) decodeBulk(c echo.Context, release bool) (bulkBody, projections
 	if err := decodeJSON(body, &b); err != nil {
 		return b, projections.QueueQuery{}, err
 	}
+	// A bulk action changes many reviews: a member it does not know (a
+	// misspelt dry_run, or a filter key) must not widen or arm it.
+	if err := refuseUnknown(body, &b, ""); err != nil {
+		return b, projections.QueueQuery{}, err
+	}
+	if b.Filter != nil {
+		members, _ := readObject(body)
+		for _, m := range members {
+			if m.name != "filter" {
+				continue
+			}
+			if err := refuseUnknown(m.value, &bulkFilter{}, "filter."); err != nil {
+				return b, projections.QueueQuery{}, err
+			}
+		}
+	}
 	if (b.Filter == nil) == (b.Items == nil) {
 		return b, projections.QueueQuery{}, fieldError("filter", "give exactly one of filter and items")
 	}
@@ -107,7 +123,8 @@ func (s *Server) decodeBulk(c echo.Context, release bool) (bulkBody, projections
 	if len(f.Reason) > 64 || len(f.ClaimedBy) > 256 || len(b.Cursor) > 128 {
 		return b, q, fieldError("filter", "reason, claimed_by or cursor too long")
 	}
-	q.Class, q.Reason, q.ClaimedBy = f.ContentClass, f.Reason, f.ClaimedBy
+	// A filter never selects held items: they are acted on by ID only.
+	q.Class, q.Reason, q.ClaimedBy, q.Held = f.ContentClass, f.Reason, f.ClaimedBy, projections.HeldExcluded
 	return b, q, nil
 }
 

@@ -50,6 +50,19 @@ func TestBulkRequeue(t *testing.T) {
 	if !v.DryRun || v.Total != 5 || len(v.Items) != 0 || v.NextCursor != nil || len(h.runner.requeued) != 0 {
 		t.Fatalf("dry run %+v", v)
 	}
+	// A member the body does not know is refused, naming it, before
+	// anything is selected: a misspelt dry_run or filter key must not
+	// turn a count into a requeue of the whole queue.
+	for body, field := range map[string]string{
+		`{"filter":{},"dryRun":true}`:                                     "dryRun",
+		`{"filter":{"contentclass":"caption_suggestion"},"dry_run":true}`: "filter.contentclass",
+		`{"filter":{"content_class":"caption_suggestion","reasons":"x"}}`: "filter.reasons",
+	} {
+		wantProblem(t, h.do("POST", path, moderatorToken, body), http.StatusBadRequest, "invalid-request", field)
+	}
+	if len(h.runner.requeued) != 0 {
+		t.Fatalf("a refused bulk body requeued %v", h.runner.requeued)
+	}
 	// Pages of two, in review ID order, until next_cursor is null.
 	var all []string
 	cursor := ""

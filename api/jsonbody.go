@@ -202,3 +202,20 @@ func jsonNames(v any) map[string]bool {
 	}
 	return names
 }
+
+// refuseUnknown answers a 400 naming the first member of the JSON object
+// body that v has no field for (prefix goes before its name), for bodies
+// where an ignored member would change what a request does.
+func refuseUnknown(body []byte, v any, prefix string) error {
+	members, err := readObject(body)
+	if err != nil {
+		return err
+	}
+	known := jsonNames(v)
+	for _, m := range members {
+		if !known[m.name] {
+			return fieldError(prefix+m.name, "is not a member of this body")
+		}
+	}
+	return nil
+}

@@ -225,14 +225,17 @@ func TestQueries(t *testing.T) {
 			t.Fatal("no expiry")
 		}
 		b = s.add(b)(one(rel, nil))
-		// A hold takes the item out of the default list into the held one.
+		// A hold moves the item from the unheld list to the held one.
 		b = s.add(b)(one(b.PutOnHold(domain.HoldCommand{By: "bo", Note: "legal"}, later)))
 		catchUp(t, r)
 		if ids, _ := e.db.ExpiredClaims(ctx, later, 10); len(ids) != 0 {
 			t.Fatalf("released claim still found: %v", ids)
 		}
-		if q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, later); len(q.Items) != 0 {
-			t.Fatalf("held item listed by default: %+v", q.Items)
+		if q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Held: HeldExcluded, Limit: 10}, later); len(q.Items) != 0 {
+			t.Fatalf("held item listed among the unheld: %+v", q.Items)
+		}
+		if q, _ := e.db.ManualQueue(ctx, QueueQuery{Class: "transcript_import", Limit: 10}, later); len(q.Items) != 1 || !q.Items[0].Held {
+			t.Fatalf("the default list is every item, held ones marked: %+v", q.Items)
 		}
 		q, _ = e.db.ManualQueue(ctx, QueueQuery{Held: HeldOnly, Limit: 10}, later)
 		if len(q.Items) != 1 || !q.Items[0].Held || *q.Items[0].HeldBy != "bo" || *q.Items[0].HoldNote != "legal" || !q.Items[0].HeldAt.Equal(later) {

@@ -50,9 +50,9 @@ type Queue struct {
 type HeldFilter string
 
 const (
-	HeldExcluded HeldFilter = "false" // unheld items only (the default)
+	HeldExcluded HeldFilter = "false" // unheld items only
 	HeldOnly     HeldFilter = "true"
-	HeldAny      HeldFilter = "any"
+	HeldAny      HeldFilter = "any" // every item (the default)
 )
 
 // Queue orders.
@@ -69,7 +69,8 @@ type QueueQuery struct {
 	Class, Reason string
 	// ClaimedBy keeps the items whose live claim is that moderator's.
 	ClaimedBy string
-	// Held: HeldExcluded when empty.
+	// Held: HeldAny when empty, so that a client that knows nothing of
+	// holds sees every review in manual_review.
 	Held HeldFilter
 	// IDs keeps only these reviews (at most MaxLimit); nil means any.
 	IDs []string
@@ -120,7 +121,7 @@ func (q QueueQuery) where(now time.Time) (string, []any) {
 		conds = append(conds, "claimed_by = "+arg(q.ClaimedBy)+" AND claim_expires_at > $1")
 	}
 	switch q.Held {
-	case "", HeldExcluded:
+	case HeldExcluded:
 		conds = append(conds, "held_at IS NULL")
 	case HeldOnly:
 		conds = append(conds, "held_at IS NOT NULL")

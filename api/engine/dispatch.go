@@ -75,9 +75,7 @@ func (e *Engine) openPubSub() error {
 		}
 		js, err := jetstream.New(nc)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = js.CreateOrUpdateStream(ctx, streamConfig(e.cfg.Topic))
-			cancel()
+			err = e.ensureStream(js, streamConfig(e.cfg.Topic))
 		}
 		if err != nil {
 			nc.Close()
@@ -176,4 +174,25 @@ func (e *Engine) publish(reviewID string) error {
 		return fmt.Errorf("publish %q: %w", reviewID, err)
 	}
 	return nil
+}
+
+// streamSetupTime bounds how long a starting process tries to create or
+// update the work stream: a cluster that has just formed, or is electing
+// a leader, answers only once it has one.
+const streamSetupTime = time.Minute
+
+// ensureStream creates or updates the work stream, trying again while the
+// cluster cannot answer yet.
+func (e *Engine) ensureStream(js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	giveUp := time.Now().Add(streamSetupTime)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		cancel()
+		if err == nil || time.Now().After(giveUp) {
+			return err
+		}
+		e.log.Warn("JetStream work stream not ready; retrying", "stream", cfg.Name, "error", err.Error())
+		time.Sleep(time.Second)
+	}
 }

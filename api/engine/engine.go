@@ -316,8 +316,9 @@ func (e *Engine) capacity() int {
 // progress are cancelled (their attempts closed as cancelled, the reviews
 // left pending and due at once for the next owner), the leases still held
 // are released, and Run returns once every review it worked is written,
-// within Config.StopTimeout. Run, RunWorker or RunSweeper may be called
-// once, one of them.
+// within Config.StopTimeout. The sweeper and the purge run only while
+// elected (Config.SweepLeader, when set). Run, RunWorker or RunSweeper may
+// be called once, one of them.
 func (e *Engine) Run(ctx context.Context) error { return e.run(ctx, true, true) }
 
 // RunWorker is Run without the deadline sweeper and the purge: this

@@ -133,7 +133,9 @@ func TestE2EProjectorFailover(t *testing.T) {
 	}
 
 	api := startServe(t, withRoles("api"))
-	worker := startServe(t, withRoles("worker"))
+	// The worker leaves the sweeper to the projector/sweeper processes,
+	// whose failover this test is about.
+	worker := startServe(t, merged(withRoles("worker"), map[string]string{"REVIEWLEDGER_WORKER_SWEEPS": "false"}))
 	active := startServe(t, withRoles("projector,sweeper"))
 	eventually(t, "the first projector to be elected for everything", func() (bool, string) { return elected(t, active) })
 	standby := startServe(t, withRoles("projector,sweeper"))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,13 +34,14 @@ type ServeCmd struct {
 
 	Audit AuditSigningConfig `embed:""` // audit checkpoints (audit_sign.go)
 
-	ClaimLease  time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
-	MaxInFlight int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
-	ReadMaxLag  time.Duration `name:"read-max-lag" env:"REVIEWLEDGER_READ_MAX_LAG" default:"10s" help:"The read models are read from the primary while the replica (REVIEWLEDGER_READ_DATABASE_URL) lags more than this."`
-	ReadyMaxLag time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
-	Roles       []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector,sweeper" help:"Roles this process runs: api (HTTP API), worker (review engine: provider calls, parked reviews), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set), sweeper (deadline sweeper and content purge, one process at a time). A process without api serves only /healthz, /readyz and /metrics."`
-	StopTimeout time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
-	DebugAddr   string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
+	ClaimLease   time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
+	MaxInFlight  int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
+	ReadMaxLag   time.Duration `name:"read-max-lag" env:"REVIEWLEDGER_READ_MAX_LAG" default:"10s" help:"The read models are read from the primary while the replica (REVIEWLEDGER_READ_DATABASE_URL) lags more than this."`
+	ReadyMaxLag  time.Duration `name:"ready-max-lag" env:"REVIEWLEDGER_READY_MAX_LAG" default:"30s" help:"/readyz fails while a projection lags more than this."`
+	Roles        []string      `name:"roles" env:"REVIEWLEDGER_ROLES" default:"api,worker,projector" help:"Roles this process runs: api (HTTP API), worker (review engine: provider calls, parked reviews, and a candidate for the deadline sweeper and content purge, which one process at a time runs), projector (read models, and the decision webhooks when REVIEWLEDGER_NOTIFY_URL is set), sweeper (the sweeper's candidacy alone, for a process without workers). A process without api serves /healthz, /readyz and /metrics when REVIEWLEDGER_ADDR is free."`
+	WorkerSweeps bool          `name:"worker-sweeps" env:"REVIEWLEDGER_WORKER_SWEEPS" default:"true" negatable:"" help:"Whether a worker process is also a candidate for the deadline sweeper and the content purge (one process at a time runs them); false leaves them to the processes with the sweeper role."`
+	StopTimeout  time.Duration `name:"stop-timeout" env:"REVIEWLEDGER_STOP_TIMEOUT" default:"10s" help:"How long each role may take to stop on SIGTERM: the HTTP server finishing its requests, the engine closing its attempts."`
+	DebugAddr    string        `name:"debug-addr" env:"REVIEWLEDGER_DEBUG_ADDR" help:"Address of Go's profiling endpoints (/debug/pprof/); off when empty. Bind it to loopback: it is not authenticated."`
 }
 
 // Roles a serve process can run.
@@ -224,14 +226,16 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			return server.ListenAndServe(ctx, cfg.Addr)
 		}})
 	} else {
-		roles = append(roles, role{"probes", func(ctx context.Context) error { return server.ListenAndServeProbes(ctx, cfg.Addr) }})
+		roles = append(roles, role{"probes", func(ctx context.Context) error { return serveProbes(ctx, server, cfg.Addr, log) }})
 	}
 	switch {
-	case c.runs(roleWorker) && c.runs(roleSweeper):
+	case c.runs(roleWorker) && (c.WorkerSweeps || c.runs(roleSweeper)):
+		// Workers sweep too, as they always have: the sweeper is elected,
+		// so every candidate waits and one sweeps at a time.
 		roles = append(roles, role{roleWorker, eng.Run})
 	case c.runs(roleWorker):
 		roles = append(roles, role{roleWorker, eng.RunWorker})
-		log.Warn("this process runs workers but no sweeper: run the sweeper role in some process, or reviews whose worker died wait past their deadline unescalated")
+		log.Info("this process works reviews and leaves the deadline sweeper to the processes with the sweeper role (REVIEWLEDGER_WORKER_SWEEPS=false)")
 	case c.runs(roleSweeper):
 		roles = append(roles, role{roleSweeper, eng.RunSweeper})
 	}
@@ -251,6 +255,20 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		"pubsub", c.Engine.PubSub, "eventstore", c.Store.Backend, "classes", cfg.Policy.Names(), "owner", eng.Owner(),
 		"webhooks", notifier != nil && c.runs(roleProjector))
 	return runInOrder(ctx, log, c.StopTimeout, roles...)
+}
+
+// serveProbes serves /healthz, /readyz and /metrics of a process without
+// the api role on addr. A process without the api role never needed the
+// address, so when another process (an api beside it) holds it, this one
+// runs without probes and says so instead of failing to start.
+func serveProbes(ctx context.Context, server *api.Server, addr string, log *slog.Logger) error {
+	err := server.ListenAndServeProbes(ctx, addr)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	log.Warn("probes and metrics not served: the address is in use; set REVIEWLEDGER_ADDR to a free one to serve them", "addr", addr)
+	<-ctx.Done()
+	return nil
 }
 
 // defaultPoolConns is the pool size unless DATABASE_URL sets
