@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"unicode/utf8"
@@ -8,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -62,16 +64,29 @@ func (s *Server) decide(c echo.Context) error {
 	ctx, span := s.startDecision(ctx, rv)
 	var next *ledger.Snapshot
 	defer func() { endDecision(span, next, err) }()
-	events, err := rv.DecideManually(domain.ManualDecision{
+	decision := domain.ManualDecision{
 		Moderator:       principal(c).Name,
 		State:           domain.Decision(d.State),
 		Note:            d.Note,
 		ExpectedVersion: *d.ExpectedVersion,
-	}, s.cfg.Now())
-	if err != nil {
-		return fmt.Errorf("decide review %q: %w", id, err)
 	}
-	next, err = s.deps.Ledger.Append(ctx, rv, actor(c), events...)
+	// A claim, a release or a hold appended meanwhile moves the stream
+	// but not what the moderator decides on: the decision is asked again
+	// on the review as it then stands, and refused (409) only when the
+	// review itself changed.
+	for try := 0; ; try++ {
+		var events []domain.Event
+		if events, err = rv.DecideManually(decision, s.cfg.Now()); err != nil {
+			return fmt.Errorf("decide review %q: %w", id, err)
+		}
+		next, err = s.deps.Ledger.Append(ctx, rv, actor(c), events...)
+		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 == coordinationTries {
+			break
+		}
+		if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}

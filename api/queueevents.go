@@ -50,7 +50,7 @@ func (s *Server) queueEvents(c echo.Context) error {
 		return err
 	}
 	if !resumed {
-		if pos, err = s.deps.Feed.Head(ctx); err != nil {
+		if pos, err = s.feedHead(ctx); err != nil {
 			return err
 		}
 	}
@@ -168,4 +168,24 @@ func (st *sseStream) write(text string) error {
 		return err
 	}
 	return nil
+}
+
+// feedHead waits for the feed to follow the ledger and returns its head.
+// A feed that never can (a ledger that cannot tell its head) answers 503;
+// the wait ends, too, when the server shuts down.
+func (s *Server) feedHead(ctx context.Context) (eventstore.Position, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	pos, err := s.deps.Feed.Head(ctx)
+	if errors.Is(err, queuefeed.ErrNoHead) {
+		return pos, fmt.Errorf("queue events: %w: %w", err, ErrNotReady)
+	}
+	return pos, err
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -108,12 +109,17 @@ type Config struct {
 // Feed follows the ledger's global order and keeps its latest queue
 // changes. It is safe for concurrent use.
 type Feed struct {
+	// Skipped counts the events left out because they cannot be read
+	// (a damaged history); audit verify names their reviews.
+	Skipped atomic.Int64
+
 	store eventstore.Store
 	hist  Histories
 	cfg   Config
 
 	mu      sync.Mutex
 	started bool
+	cannot  error               // set when the feed can never follow (ErrNoHead)
 	floor   eventstore.Position // changes after it are all in buf
 	head    eventstore.Position // the global order is read up to it
 	buf     []Change
@@ -145,6 +151,10 @@ var ErrNoHead = errors.New("the event store cannot tell the head of its global o
 func (f *Feed) Follow(ctx context.Context) error {
 	hr, ok := f.store.(headReader)
 	if !ok {
+		f.mu.Lock()
+		f.cannot = ErrNoHead
+		f.advance()
+		f.mu.Unlock()
 		return ErrNoHead
 	}
 	var pos eventstore.Position
@@ -207,8 +217,11 @@ func (f *Feed) advance() {
 func (f *Feed) Head(ctx context.Context) (eventstore.Position, error) {
 	for {
 		f.mu.Lock()
-		started, head, wake := f.started, f.head, f.wake
+		started, head, wake, cannot := f.started, f.head, f.wake, f.cannot
 		f.mu.Unlock()
+		if cannot != nil {
+			return eventstore.Position{}, cannot
+		}
 		if started {
 			return head, nil
 		}
@@ -225,6 +238,10 @@ func (f *Feed) Head(ctx context.Context) (eventstore.Position, error) {
 // before the buffer reads the ledger itself, a page at a time.
 func (f *Feed) Next(ctx context.Context, after eventstore.Position, max int) ([]Change, eventstore.Position, <-chan struct{}, error) {
 	f.mu.Lock()
+	if f.cannot != nil {
+		defer f.mu.Unlock()
+		return nil, after, nil, f.cannot
+	}
 	if !f.started || f.head.Less(after) || f.head == after {
 		wake := f.wake
 		f.mu.Unlock()
@@ -285,7 +302,10 @@ func (f *Feed) convert(ctx context.Context, recs []eventstore.RecordedEvent) ([]
 		}
 		e, err := domain.DecodeEvent(r.Type, r.Data)
 		if err != nil {
-			return nil, err
+			// An event no stream can show (audit verify names its review)
+			// must not stop every stream behind it.
+			f.Skipped.Add(1)
+			continue
 		}
 		var meta ledger.Metadata
 		_ = json.Unmarshal(r.Metadata, &meta) // the actor is informative
@@ -295,6 +315,10 @@ func (f *Feed) convert(ctx context.Context, recs []eventstore.RecordedEvent) ([]
 		}
 		if c.Type == Added {
 			item, err := f.item(ctx, id, r.Revision)
+			if errors.Is(err, domain.ErrCorruptHistory) {
+				f.Skipped.Add(1) // likewise: a damaged history is not shown
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

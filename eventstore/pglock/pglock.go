@@ -129,7 +129,7 @@ func Holders(ctx context.Context, q Querier, keys ...int64) (map[int64]Holder, e
 	// A bigint advisory key shows in pg_locks as classid (its high 32 bits)
 	// and objid (its low 32 bits), with objsubid 1.
 	rows, err := q.Query(ctx, `
-SELECT (l.classid::bigint << 32) | l.objid::bigint, a.application_name, a.pid, a.backend_start
+SELECT (l.classid::bigint << 32) | l.objid::bigint, coalesce(a.application_name, ''), a.pid, a.backend_start
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
@@ -143,12 +143,16 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 	out := make(map[int64]Holder)
 	for rows.Next() {
 		var (
-			key int64
-			h   Holder
+			key   int64
+			h     Holder
+			since *time.Time // hidden (NULL) for another role's sessions without pg_read_all_stats
 		)
-		if err := rows.Scan(&key, &h.App, &h.PID, &h.Since); err != nil {
+		if err := rows.Scan(&key, &h.App, &h.PID, &since); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("advisory lock holders: %w", err)
+		}
+		if since != nil {
+			h.Since = *since
 		}
 		if want[key] {
 			out[key] = h
