@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
@@ -50,31 +49,14 @@ func (r *Runner) withLocks(ctx context.Context, ps []projection, fn func([]*pgx.
 	return take(make([]*pgx.Conn, 0, len(ps)))
 }
 
-// withAdvisoryLock runs fn holding the session-level advisory lock key on a
-// connection of its own (named by pglock.AppName, for Status), opened outside the pool so that waiting for or
-// holding locks never takes a pooled connection from the work it guards.
-// It waits, trying every retry, while another session holds the lock;
-// closing the connection releases it.
+// withAdvisoryLock runs fn holding the session-level advisory lock key on
+// a connection of its own (pglock.Acquire), waiting while another session
+// holds it; closing the connection releases it.
 func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(*pgx.Conn) error) error {
-	conn, err := pglock.Connect(ctx, pool)
+	conn, release, err := pglock.Acquire(ctx, pool, key, retry)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	for {
-		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if ok {
-			return fn(conn)
-		}
-		if err := clock.Sleep(ctx, retry); err != nil {
-			return err
-		}
-	}
+	defer release()
+	return fn(conn)
 }

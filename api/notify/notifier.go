@@ -9,6 +9,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 )
 
 // Notifier sends the decision webhooks. Run it in every process that may
@@ -47,7 +48,7 @@ func New(cfg Config) (*Notifier, error) {
 // failure is logged and everything tried again after RetryDelay.
 func (n *Notifier) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := withLock(ctx, n.cfg.Pool, n.cfg.PollInterval, n.active)
+		err := pglock.Lead(ctx, n.cfg.Pool, lockKey, n.cfg.PollInterval, n.active)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -60,27 +60,11 @@ func Connect(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
 // context is cancelled and Lead returns ErrLost (wrapped). It returns when
 // ctx is done or fn returns; the lock is released on the way out.
 func Lead(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration, fn func(context.Context) error) error {
-	conn, err := Connect(ctx, pool)
+	conn, release, err := Acquire(ctx, pool, key, retry)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	for {
-		var ok bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if ok {
-			break
-		}
-		if err := clock.Sleep(ctx, retry); err != nil {
-			return err
-		}
-	}
+	defer release()
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pinged := make(chan struct{})
@@ -103,6 +87,38 @@ func Lead(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duratio
 		return cause
 	}
 	return err
+}
+
+// Acquire takes the advisory lock key on a connection of its own (named
+// by AppName, opened outside the pool so that waiting for or holding a
+// lock never takes a pooled connection from the work it guards), waiting,
+// trying every retry, while another session holds it. The lock lives as
+// long as the session: release closes the connection, and a process that
+// dies releases it with its connection.
+func Acquire(ctx context.Context, pool *pgxpool.Pool, key int64, retry time.Duration) (*pgx.Conn, func(), error) {
+	conn, err := Connect(ctx, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}
+	for {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+			release()
+			return nil, nil, fmt.Errorf("advisory lock: %w", err)
+		}
+		if ok {
+			return conn, release, nil
+		}
+		if err := clock.Sleep(ctx, retry); err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
 }
 
 // Holder is the session holding an advisory lock.
