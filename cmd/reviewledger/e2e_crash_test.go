@@ -188,6 +188,13 @@ func TestE2ERestart(t *testing.T) {
 	eventually(t, "both first attempts to reach the provider", func() (bool, string) {
 		return len(prov.seen(ids[0])) == 1 && len(prov.seen(ids[1])) == 1, "not yet"
 	})
+	// The 202 must have been taken in (the review parked, waiting for its
+	// callback) before the stop: a stop while its answer is still on the
+	// wire cancels that call like any other.
+	eventually(t, "the asynchronous review to be parked", func() (bool, string) {
+		v := metricValue(t, first, "reviewledger_engine_parked_reviews")
+		return v >= 1, fmt.Sprintf("%v parked", v)
+	})
 	first.stop(t) // SIGTERM; fails the test unless it exits 0
 	if t.Failed() {
 		return
