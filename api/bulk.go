@@ -120,8 +120,13 @@ func (s *Server) decodeBulk(c echo.Context, release bool) (bulkBody, projections
 	if err := s.checkClass(f.ContentClass, "filter.content_class"); err != nil {
 		return b, q, err
 	}
-	if len(f.Reason) > 64 || len(f.ClaimedBy) > 256 || len(b.Cursor) > 128 {
-		return b, q, fieldError("filter", "reason, claimed_by or cursor too long")
+	switch {
+	case len(f.Reason) > 64:
+		return b, q, fieldError("filter.reason", "at most 64 characters")
+	case len(f.ClaimedBy) > 256:
+		return b, q, fieldError("filter.claimed_by", "at most 256 characters")
+	case len(b.Cursor) > 128:
+		return b, q, fieldError("cursor", "at most 128 characters: send back the next_cursor of the page before")
 	}
 	// A filter never selects held items: they are acted on by ID only.
 	q.Class, q.Reason, q.ClaimedBy, q.Held = f.ContentClass, f.Reason, f.ClaimedBy, projections.HeldExcluded

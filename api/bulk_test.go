@@ -57,6 +57,8 @@ func TestBulkRequeue(t *testing.T) {
 		`{"filter":{},"dryRun":true}`:                                     "dryRun",
 		`{"filter":{"contentclass":"caption_suggestion"},"dry_run":true}`: "filter.contentclass",
 		`{"filter":{"content_class":"caption_suggestion","reasons":"x"}}`: "filter.reasons",
+		`{"filter":{},"cursor":"` + strings.Repeat("c", 129) + `"}`:       "cursor",
+		`{"filter":{"reason":"` + strings.Repeat("r", 65) + `"}}`:         "filter.reason",
 	} {
 		wantProblem(t, h.do("POST", path, moderatorToken, body), http.StatusBadRequest, "invalid-request", field)
 	}
@@ -169,7 +171,7 @@ func TestBulkRelease(t *testing.T) {
 	if rv.CurrentClaim() != nil {
 		t.Fatal("b still claimed")
 	}
-	wantProblem(t, h.do("POST", path, moderatorToken, `{"filter":{"claimed_by":"`+strings.Repeat("x", 300)+`"}}`), http.StatusBadRequest, "invalid-request", "filter")
+	wantProblem(t, h.do("POST", path, moderatorToken, `{"filter":{"claimed_by":"`+strings.Repeat("x", 300)+`"}}`), http.StatusBadRequest, "invalid-request", "filter.claimed_by")
 }
 
 // checkpoints are the projections' checkpoints, as text.
