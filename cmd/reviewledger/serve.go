@@ -168,6 +168,10 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	feed := queuefeed.New(store, led, queuefeed.Config{})
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "reviewledger_queue_stream_skipped_events_total",
+		Help: "Ledger events the manual-queue stream left out because they could not be read (a damaged history; audit verify names the review).",
+	}, func() float64 { return float64(feed.Skipped.Load()) }))
 	deps := api.Deps{
 		Ledger:     led,
 		Reviews:    eng,
