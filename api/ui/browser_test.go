@@ -57,16 +57,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	page := uitest.Start(t, srv.URL)
-	// Each step builds on the ones before it, so the first failure ends
-	// the walk.
-	run := func(name string, step func(t *testing.T)) {
-		t.Helper()
-		if t.Failed() {
-			t.Logf("not run after an earlier failure: %s", name)
-			return
-		}
-		t.Run(name, step)
-	}
+	run := uitest.InOrder(t) // each step builds on the ones before it
 
 	run("page is served with its security policy", func(t *testing.T) {
 		p := page.T(t)

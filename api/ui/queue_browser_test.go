@@ -58,14 +58,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 	t.Cleanup(func() { fake.refuseStreams(true) }) // ends open streams before srv.Close waits for them
 
 	alice := uitest.Start(t, srv.URL)
-	run := func(name string, step func(t *testing.T)) {
-		t.Helper()
-		if t.Failed() {
-			t.Logf("not run after an earlier failure: %s", name)
-			return
-		}
-		t.Run(name, step)
-	}
+	run := uitest.InOrder(t) // each step builds on the ones before it
 
 	run("the queue is live, with SLA and shortcut hints", func(t *testing.T) {
 		p := alice.T(t)

@@ -85,14 +85,7 @@ func TestE2EQueueBrowser(t *testing.T) {
 
 	uma := uitest.Start(t, srv.URL)
 	mona := uitest.Start(t, srv.URL)
-	run := func(name string, step func(t *testing.T)) {
-		t.Helper()
-		if t.Failed() {
-			t.Logf("not run after an earlier failure: %s", name)
-			return
-		}
-		t.Run(name, step)
-	}
+	run := uitest.InOrder(t) // each step builds on the ones before it
 
 	run("a bulk requeue empties the queue live as the provider decides", func(t *testing.T) {
 		p := uma.T(t)

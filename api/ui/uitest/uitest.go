@@ -427,3 +427,17 @@ func (p *Page) Overflow() (int, string) {
 func HeldRow(reviewID string) string {
 	return `#held-body tr[data-review-id=` + jsString(reviewID) + `]`
 }
+
+// InOrder returns a function that runs named steps as subtests of t, one
+// after the other. Each step builds on the ones before it, so once one
+// fails the rest are not run (each says so in the log).
+func InOrder(t *testing.T) func(name string, step func(t *testing.T)) {
+	return func(name string, step func(t *testing.T)) {
+		t.Helper()
+		if t.Failed() {
+			t.Logf("not run after an earlier failure: %s", name)
+			return
+		}
+		t.Run(name, step)
+	}
+}
