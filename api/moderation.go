@@ -128,16 +128,9 @@ func newHoldView(rv *ledger.Snapshot) holdView {
 
 // hold is POST /v1/manual-queue/{id}/hold: a Held event with the note.
 func (s *Server) hold(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	body, err := s.readBody(c)
-	if err != nil {
-		return err
-	}
 	var b holdBody
-	if err := decodeJSON(body, &b); err != nil {
+	id, err := s.pathAndBody(c, &b)
+	if err != nil {
 		return err
 	}
 	if err := checkNote(b.Note, true); err != nil {
@@ -169,6 +162,20 @@ func (s *Server) unhold(c echo.Context) error {
 	return c.JSON(http.StatusOK, newHoldView(next))
 }
 
+// pathAndBody reads the review ID of the path and decodes the JSON body
+// into v.
+func (s *Server) pathAndBody(c echo.Context, v any) (string, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return "", err
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		return "", err
+	}
+	return id, decodeJSON(body, v)
+}
+
 // checkNote bounds a note; required ones must not be empty.
 func checkNote(note string, required bool) error {
 	switch {
@@ -194,16 +201,9 @@ type requeuedView struct {
 // requeue is POST /v1/manual-queue/{id}/requeue: the review goes back to
 // the automated path as a new round with a fresh budget.
 func (s *Server) requeue(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	body, err := s.readBody(c)
-	if err != nil {
-		return err
-	}
 	var b requeueBody
-	if err := decodeJSON(body, &b); err != nil {
+	id, err := s.pathAndBody(c, &b)
+	if err != nil {
 		return err
 	}
 	if b.ExpectedVersion == nil {
