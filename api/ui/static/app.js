@@ -77,6 +77,7 @@
     selected: new Set(),
     rejecting: false,   // "r" was pressed: Ctrl+Enter in the note rejects
     gone: new Map(),    // review ID -> when the stream said it left the queue
+    added: new Map(),   // review ID -> { item, at }: what the stream added lately
     live: { mode: 'off', ctrl: null, retryMS: STREAM_RETRY_MIN_MS, retryAt: 0, timer: 0, lastID: '', reason: '', lastRead: 0, syncTimer: 0, events: 0 },
     dialog: null,       // the action the confirmation dialog is for
   };
@@ -372,6 +373,7 @@
     state.selected.clear();
     state.cursor = '';
     state.gone.clear();
+    state.added.clear();
     state.dialog = null;
     for (const d of ['confirm-dialog', 'help-dialog']) if ($(d).open) $(d).close();
     state.queue = { items: [], fetchedAt: 0, lastOK: 0, loading: false, seq: state.queue.seq + 1 };
@@ -565,6 +567,12 @@
       // caught up yet; the reason filter holds even on a server without it.
       const items = ((r.data && Array.isArray(r.data.items)) ? r.data.items : [])
         .filter((i) => i && i.review_id && !state.gone.has(String(i.review_id)) && (!reason || i.reason === reason));
+      // Likewise a review the stream just added stays in a read that has
+      // not caught up with it yet.
+      for (const [id, a] of state.added) {
+        if (now - a.at > GONE_MS) { state.added.delete(id); continue; }
+        if (!items.some((i) => String(i.review_id) === id) && queueMatches(a.item) && (!reason || a.item.reason === reason)) items.push(a.item);
+      }
       // The server's clock at the read: time left against an SLA is
       // due_at less that, less the time since the read.
       const serverNow = parseTime(r.data && r.data.now);
@@ -2078,6 +2086,7 @@
     const open = state.review && state.review.review_id === id;
     if (kind === 'decided' || kind === 'requeued') {
       state.gone.set(id, Date.now());
+      state.added.delete(id);
       if (at >= 0) { items.splice(at, 1); renderQueue(); }
       if (open) bg(loadReview(id, state.reviewSeq, false));
       return;
@@ -2086,6 +2095,7 @@
       state.gone.delete(id);
       if (!d.item || typeof d.item !== 'object' || !queueMatches(d.item)) return;
       const fresh = Object.assign({}, d.item, { _at: Date.now(), _now: parseTime(d.at) ? parseTime(d.at).getTime() : null });
+      state.added.set(id, { item: fresh, at: Date.now() });
       if (at >= 0) items[at] = fresh;
       else items.push(fresh);
       renderQueue();
