@@ -509,7 +509,5 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 	})
 
-	if probs := page.ConsoleProblems(); len(probs) > 0 {
-		t.Errorf("browser console reported problems:\n%s", strings.Join(probs, "\n"))
-	}
+	uitest.CheckConsoles(t, map[string]*uitest.Page{"the page": page})
 }

@@ -456,9 +456,5 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.Click("#confirm-cancel")
 	})
 
-	for name, page := range map[string]*uitest.Page{"alice": alice, "bob": bob} {
-		if probs := page.ConsoleProblems(); len(probs) > 0 {
-			t.Errorf("%s's browser console reported problems:\n%s", name, strings.Join(probs, "\n"))
-		}
-	}
+	uitest.CheckConsoles(t, map[string]*uitest.Page{"alice": alice, "bob": bob})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp/kb"
@@ -98,7 +97,5 @@ func testBrowser(t *testing.T, srv *e2eServer) {
 	page.WaitCharts()
 	page.Screenshot("e2e-slo-charts-phone")
 
-	if probs := page.ConsoleProblems(); len(probs) > 0 {
-		t.Errorf("browser console reported problems:\n%s", strings.Join(probs, "\n"))
-	}
+	uitest.CheckConsoles(t, map[string]*uitest.Page{"the page": page})
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -270,9 +269,5 @@ func TestE2EQueueBrowser(t *testing.T) {
 		p.Click("#confirm-cancel")
 	})
 
-	for name, page := range map[string]*uitest.Page{"uma": uma, "mona": mona} {
-		if probs := page.ConsoleProblems(); len(probs) > 0 {
-			t.Errorf("%s's browser console reported problems:\n%s", name, strings.Join(probs, "\n"))
-		}
-	}
+	uitest.CheckConsoles(t, map[string]*uitest.Page{"uma": uma, "mona": mona})
 }

@@ -441,3 +441,14 @@ func InOrder(t *testing.T) func(name string, step func(t *testing.T)) {
 		t.Run(name, step)
 	}
 }
+
+// CheckConsoles fails t for every page, by name, whose browser console
+// reported problems (ConsoleProblems).
+func CheckConsoles(t *testing.T, pages map[string]*Page) {
+	t.Helper()
+	for name, page := range pages {
+		if probs := page.ConsoleProblems(); len(probs) > 0 {
+			t.Errorf("%s's browser console reported problems:\n%s", name, strings.Join(probs, "\n"))
+		}
+	}
+}
