@@ -534,6 +534,13 @@
     return f;
   }
 
+  // queueProblem shows a problem in the queue's error box, saying whether
+  // a read of the queue (load) or a moderator's action (action) met it.
+  function queueProblem(from, ...args) {
+    renderProblem($('queue-error'), ...args);
+    $('queue-error').dataset.from = from;
+  }
+
   async function loadQueue() {
     if (!state.token || !can('queue')) return;
     const seq = ++state.queue.seq;
@@ -550,16 +557,18 @@
         show($('queue-empty'), false);
         setText('queue-count', '');
         const go = el('p', null, 'Open a review by its ID above, or see the ', el('a', { href: '#/slo', text: 'SLO dashboard' }), '.');
-        renderProblem($('queue-error'), r.problem, forbiddenLead('reading the manual queue needs the moderator role'), go);
+        queueProblem('load', r.problem, forbiddenLead('reading the manual queue needs the moderator role'), go);
         $('queue-error').classList.add('info');
         return;
       }
       if (!r.ok) {
-        renderProblem($('queue-error'), r.problem, 'The manual queue could not be loaded.');
+        queueProblem('load', r.problem, 'The manual queue could not be loaded.');
         updateQueueFreshness();
         return;
       }
-      show($('queue-error'), false);
+      // A refresh clears its own earlier failure, never an action's
+      // refusal the moderator has yet to read.
+      if ($('queue-error').dataset.from !== 'action') show($('queue-error'), false);
       const now = Date.now();
       for (const [id, at] of state.gone) if (now - at > GONE_MS) state.gone.delete(id);
       const reason = $('queue-reason').value;
@@ -919,7 +928,7 @@
       }
       if (r.status === 409 && problemKind(r.problem) === 'not-in-manual-review') {
         await loadQueue();
-        renderProblem($('queue-error'), r.problem, 'Review ' + id + ' is no longer waiting for a moderator.');
+        queueProblem('action', r.problem, 'Review ' + id + ' is no longer waiting for a moderator.');
         show(box, false);
         return;
       }
@@ -929,13 +938,13 @@
         const lead = c && !c.mine
           ? 'Review ' + id + ' is claimed by ' + c.by + (c.until ? ' until ' + clock(c.until) : '') + '.'
           : 'Review ' + id + ' is claimed by another moderator.';
-        renderProblem($('queue-error'), r.problem, lead);
+        queueProblem('action', r.problem, lead);
         show(box, false);
         return;
       }
       const lead = r.status === 403 ? forbiddenLead('claiming needs the moderator role')
         : r.status === 404 ? 'Review ' + id + ' is no longer in the manual queue.' : 'Could not claim ' + id + '.';
-      renderProblem($('queue-error'), r.problem, lead);
+      queueProblem('action', r.problem, lead);
       show(box, false);
       if (r.status === 404) bg(loadQueue());
     } finally {
@@ -958,7 +967,7 @@
       refreshQueueSoon();
       return;
     }
-    renderProblem($('queue-error'), r.problem, r.status === 403 ? forbiddenLead('releasing a claim needs the moderator role') : 'Could not release the claim on ' + id + '.');
+    queueProblem('action', r.problem, r.status === 403 ? forbiddenLead('releasing a claim needs the moderator role') : 'Could not release the claim on ' + id + '.');
     show(box, false);
   }
 
@@ -973,7 +982,7 @@
       if (state.reviewID === id) bg(loadReview(id, state.reviewSeq, false));
       return;
     }
-    renderProblem($('queue-error'), r.problem, 'Could not take ' + id + ' off hold.');
+    queueProblem('action', r.problem, 'Could not take ' + id + ' off hold.');
     show(box, false);
   }
 
