@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,9 +36,7 @@ func (s *Server) getReview(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if wait > 0 && s.deps.Watcher != nil {
-		// The answer may come after the server's write timeout.
-		_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(wait + s.cfg.WriteTimeout))
+	if s.canWait(c, wait) {
 		return s.waitReview(c, id, wait)
 	}
 	rv, err := s.deps.Ledger.Load(ctx, id)
@@ -47,44 +46,66 @@ func (s *Server) getReview(c echo.Context) error {
 	return c.JSON(http.StatusOK, newReviewView(rv.Review))
 }
 
-// MaxWait bounds ?wait on GET /v1/reviews/{id}.
+// MaxWait bounds ?wait on GET /v1/reviews/{id} and POST /v1/reviews.
 const MaxWait = 60 * time.Second
+
+// canWait reports whether a request asking to wait will: wait is set and
+// the server has a watcher. Its response may then come after the server's
+// write timeout, which is pushed back by the wait.
+func (s *Server) canWait(c echo.Context, wait time.Duration) bool {
+	if wait <= 0 || s.deps.Watcher == nil {
+		return false
+	}
+	_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(wait + s.cfg.WriteTimeout))
+	return true
+}
 
 func (s *Server) waitReview(c echo.Context, id string, wait time.Duration) error {
 	ctx := c.Request().Context()
+	rv, err := s.await(ctx, id, wait, func() (*ledger.Snapshot, error) { return s.deps.Ledger.Load(ctx, id) })
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newReviewView(rv.Review))
+}
+
+// await returns the review once it is no longer pending, or as it stands
+// when wait is over. first gives the review as it stands; it is called
+// once the watch is set, so that no change falls between it and the wait.
+// A waiter is woken by the review's next change and reads the review only
+// then, when the change was made in another process (one made through
+// this process's ledger comes with the review as it then stands).
+func (s *Server) await(ctx context.Context, id string, wait time.Duration, first func() (*ledger.Snapshot, error)) (*ledger.Snapshot, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	s.metrics.waiting.Inc()
 	defer s.metrics.waiting.Dec()
-	var told *ledger.Snapshot
+	read := first
 	for {
 		changed, stop := s.deps.Watcher.Watch(id)
-		rv, err := told, error(nil)
-		if rv == nil {
-			rv, err = s.deps.Ledger.Load(ctx, id)
-		}
+		rv, err := read()
 		if err != nil || rv.State() != domain.StatePending {
 			stop()
-			if err != nil {
-				return err
-			}
-			return c.JSON(http.StatusOK, newReviewView(rv.Review))
+			return rv, err
 		}
 		select {
-		case told = <-changed:
+		case told := <-changed:
+			read = func() (*ledger.Snapshot, error) {
+				if told != nil {
+					return told, nil
+				}
+				return s.deps.Ledger.Load(ctx, id)
+			}
 			continue
 		case <-timer.C:
 		case <-ctx.Done():
 		}
 		stop()
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		// The wait is over: the view as it stands now.
-		if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, newReviewView(rv.Review))
+		// The wait is over: the review as it stands now.
+		return s.deps.Ledger.Load(ctx, id)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // submitBody is the JSON body of POST /v1/reviews.
@@ -102,7 +103,11 @@ func contentBytes(raw json.RawMessage, encoding string) ([]byte, error) {
 }
 
 // submit is POST /v1/reviews: 202 for a new review, 200 with the current
-// view for the same review again.
+// view for the same review again. With ?wait=D (at most MaxWait) the
+// answer, with the same status, waits until the review is no longer
+// pending or D has passed, as GET's wait does: a platform gets the decision
+// in the submit's own round trip. The review is durable before the wait
+// starts, so a client that goes away loses nothing.
 func (s *Server) submit(c echo.Context) error {
 	body, err := s.readBody(c)
 	if err != nil {
@@ -112,11 +117,26 @@ func (s *Server) submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	wait, err := parseWait(c.QueryParam("wait"))
+	if err != nil {
+		return err
+	}
 	if err := s.admit(c, req.ReviewID); err != nil {
 		return err
 	}
 	req.Actor = actor(c)
-	rv, created, err := s.deps.Reviews.Submit(c.Request().Context(), req)
+	ctx := c.Request().Context()
+	var created bool
+	submit := func() (rv *ledger.Snapshot, err error) {
+		rv, created, err = s.deps.Reviews.Submit(ctx, req)
+		return rv, err
+	}
+	var rv *ledger.Snapshot
+	if s.canWait(c, wait) {
+		rv, err = s.await(ctx, req.ReviewID, wait, submit)
+	} else {
+		rv, err = submit()
+	}
 	if err != nil {
 		return err
 	}

@@ -121,3 +121,66 @@ func TestWaitRefusesABadWait(t *testing.T) {
 	}
 	wantProblem(t, h.do("GET", "/v1/reviews/nope?wait=5s", submitterToken, ""), http.StatusNotFound, "review-not-found", "")
 }
+
+// submitWaiting runs a submit with ?wait in the background.
+func (h *harness) submitWaiting(query, id string) <-chan *httptest.ResponseRecorder {
+	out := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		out <- h.do("POST", "/v1/reviews"+query, submitterToken, submitJSON(id, "caption_suggestion", "text"))
+	}()
+	return out
+}
+
+// A submit with ?wait answers, with the submit's own status, once the
+// review leaves pending; the review was stored before the wait began.
+func TestSubmitWaitAnswersWhenTheReviewLeavesPending(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withWatcher)
+	got := h.submitWaiting("?wait=30s", "swait-1")
+	h.waiters(t, 1)
+	if rec := h.do("GET", "/v1/reviews/swait-1", submitterToken, ""); rec.Code != http.StatusOK || decode[reviewView](t, rec).State != "pending" {
+		t.Fatalf("while the submit waits: %d %s, want the stored pending review", rec.Code, rec.Body)
+	}
+	h.escalate("swait-1", domain.ReasonAttemptsExhausted)
+	select {
+	case rec := <-got:
+		if v := decode[reviewView](t, rec); rec.Code != http.StatusAccepted || v.State != "manual_review" || v.ReviewID != "swait-1" {
+			t.Fatalf("answer %d %s, want 202 with the manual_review view", rec.Code, rec.Body)
+		}
+		if loc := rec.Header().Get("Location"); loc != "/v1/reviews/swait-1" {
+			t.Errorf("Location %q", loc)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting submit was not woken by the escalation")
+	}
+	// The same review again: 200 at once, it is no longer pending.
+	select {
+	case rec := <-h.submitWaiting("?wait=30s", "swait-1"):
+		if rec.Code != http.StatusOK || decode[reviewView](t, rec).State != "manual_review" {
+			t.Fatalf("again: %d %s, want 200 with the manual_review view", rec.Code, rec.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("submitting a review no longer pending waited")
+	}
+	if n := h.ledger.Watcher().Waiting(); n != 0 {
+		t.Errorf("%d waiters left", n)
+	}
+}
+
+// A submit's wait that ends first answers the pending view; a bad wait is
+// refused before anything is stored.
+func TestSubmitWaitEndsWithThePendingView(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withWatcher)
+	rec := <-h.submitWaiting("?wait=200ms", "swait-2")
+	if v := decode[reviewView](t, rec); rec.Code != http.StatusAccepted || v.State != "pending" {
+		t.Fatalf("answer %d %s, want 202 with the pending view", rec.Code, rec.Body)
+	}
+	if n := h.ledger.Watcher().Waiting(); n != 0 {
+		t.Errorf("%d waiters left", n)
+	}
+	for _, q := range []string{"61s", "-1s", "soon"} {
+		wantProblem(t, <-h.submitWaiting("?wait="+q, "swait-3"), http.StatusBadRequest, "invalid-request", "wait")
+	}
+	wantProblem(t, h.do("GET", "/v1/reviews/swait-3", submitterToken, ""), http.StatusNotFound, "review-not-found", "")
+}

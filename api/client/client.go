@@ -2,7 +2,8 @@
 // platform that submits content for review: Submit a review (safe to
 // repeat: the review ID is the idempotency key, and transient failures are
 // retried with it), Get it, Wait for it to leave pending through the
-// long-poll (GET /v1/reviews/{id}?wait=), and receive the decision
+// long-poll (GET /v1/reviews/{id}?wait=), or SubmitAndWait to have the
+// submit itself wait for the outcome, and receive the decision
 // webhooks with a Receiver, which verifies their Standard Webhooks
 // signatures and drops redeliveries by webhook-id.
 //
@@ -43,8 +44,8 @@ type Config struct {
 	// Retry-After.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-	// WaitStep is the wait each of Wait's requests asks for (default
-	// 60s, the server's largest).
+	// WaitStep is the wait each of Wait's and SubmitAndWait's requests
+	// asks for (default 60s, the server's largest).
 	WaitStep time.Duration
 	// Timeout bounds each try, beyond the wait it asks for (default 30s);
 	// a try without an answer by then is a transient failure.

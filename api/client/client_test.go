@@ -156,6 +156,34 @@ func TestWaitAsksAgainUntilDecided(t *testing.T) {
 	}
 }
 
+// SubmitAndWait asks the submit to wait, retries it with the same body,
+// and goes on waiting when the submit's wait ended first.
+func TestSubmitAndWaitGoesOnWaiting(t *testing.T) {
+	f := newFakeServer(t,
+		answer(http.StatusServiceUnavailable, `{"status":503}`),
+		answer(http.StatusAccepted, view("pending", 1)),
+		answer(http.StatusOK, view("accepted", 2)),
+	)
+	r, created, err := f.client(t).SubmitAndWait(context.Background(), Submission{ReviewID: "r1", ContentClass: "c", ContentType: "text/plain", Content: "x"})
+	if err != nil || !created || r.State != StateAccepted || r.Version != 2 {
+		t.Fatalf("SubmitAndWait: %+v, created %v, %v", r, created, err)
+	}
+	want := []string{"/v1/reviews?wait=1s", "/v1/reviews?wait=1s", "/v1/reviews/r1?wait=1s"}
+	if strings.Join(f.urls, " ") != strings.Join(want, " ") {
+		t.Errorf("asked %v, want %v", f.urls, want)
+	}
+	if f.bodies[0] == "" || f.bodies[0] != f.bodies[1] {
+		t.Errorf("retried with another body: %q, %q", f.bodies[0], f.bodies[1])
+	}
+
+	// Decided within the submit's wait: one round trip.
+	f = newFakeServer(t, answer(http.StatusOK, view("rejected", 3)))
+	r, created, err = f.client(t).SubmitAndWait(context.Background(), Submission{ReviewID: "r1", ContentClass: "c", ContentType: "text/plain", Content: "x"})
+	if err != nil || created || r.State != StateRejected || len(f.urls) != 1 {
+		t.Fatalf("SubmitAndWait: %+v, created %v, %v after %d requests", r, created, err, len(f.urls))
+	}
+}
+
 func TestWaitEndsWithItsContext(t *testing.T) {
 	f := newFakeServer(t, answer(http.StatusOK, view("pending", 1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

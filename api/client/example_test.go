@@ -90,6 +90,23 @@ func ExampleClient_Wait() {
 	// Output: accepted true
 }
 
+// SubmitAndWait gets the outcome in the submit's own round trip when it
+// comes within WaitStep.
+func ExampleClient_SubmitAndWait() {
+	c, err := client.New(client.Config{BaseURL: reviewledgerURL, Token: submitterToken})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, created, err := c.SubmitAndWait(ctx, client.Submission{ReviewID: "caption-4715", ContentClass: "caption_suggestion", ContentType: "text/plain", Content: "Decide me"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(created, r.State, r.DecidedAt != nil)
+	// Output: true accepted true
+}
+
 // Get reads a review; an unknown one is ErrNotFound.
 func ExampleClient_Get() {
 	c, err := client.New(client.Config{BaseURL: reviewledgerURL, Token: submitterToken})

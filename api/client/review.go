@@ -69,6 +69,30 @@ func (c *Client) Submit(ctx context.Context, s Submission) (r Review, created bo
 	return r, status == http.StatusAccepted, nil
 }
 
+// SubmitAndWait submits a review and returns it once it is no longer
+// pending, as Submit and then Wait would, in one round trip when the
+// outcome comes within WaitStep: the submit itself waits
+// (POST /v1/reviews?wait=). created is as Submit's; failures are retried
+// as Submit retries them, and a wait that ends first goes on as Wait.
+func (c *Client) SubmitAndWait(ctx context.Context, s Submission) (r Review, created bool, err error) {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return Review{}, false, fmt.Errorf("client: encode the submission: %w", err)
+	}
+	status, err := c.do(ctx, http.MethodPost, "/v1/reviews?wait="+c.waitStep(), body, c.cfg.WaitStep, c.cfg.Retries, &r)
+	if err != nil {
+		return Review{}, false, fmt.Errorf("submit %s: %w", s.ReviewID, err)
+	}
+	created = status == http.StatusAccepted
+	if r.State == StatePending {
+		r, err = c.Wait(ctx, s.ReviewID)
+	}
+	return r, created, err
+}
+
+// waitStep is WaitStep as a wait query.
+func (c *Client) waitStep() string { return strconv.Itoa(int(c.cfg.WaitStep/time.Second)) + "s" }
+
 // Get reads a review from the ledger (the server's own writes included).
 // Errors: an *Error matching ErrNotFound, ErrUnauthorized, ErrUnavailable.
 func (c *Client) Get(ctx context.Context, id string) (Review, error) {
@@ -85,7 +109,7 @@ func (c *Client) Get(ctx context.Context, id string) (Review, error) {
 // transient failures, until ctx ends: then it returns ctx's error.
 // Errors: an *Error matching ErrNotFound or ErrUnauthorized.
 func (c *Client) Wait(ctx context.Context, id string) (Review, error) {
-	path := "/v1/reviews/" + url.PathEscape(id) + "?wait=" + strconv.Itoa(int(c.cfg.WaitStep/time.Second)) + "s"
+	path := "/v1/reviews/" + url.PathEscape(id) + "?wait=" + c.waitStep()
 	for try := 1; ; try++ {
 		var r Review
 		_, err := c.do(ctx, http.MethodGet, path, nil, c.cfg.WaitStep, 0, &r)

@@ -39,36 +39,54 @@ type view struct {
 
 // client submits reviews and reads them back through the public API.
 type client struct {
-	http  *http.Client
-	base  string
-	token string
-	runID string
+	http    *http.Client
+	base    string
+	token   string
+	runID   string
+	observe string // observeSubmit or observeGet
 }
 
-func newClient(base, token string, conns int) *client {
+// How the bench learns a decision: the submit waits for it
+// (POST /v1/reviews?wait=30s), or a long-poll after the submit
+// (GET /v1/reviews/{id}?wait=30s).
+const (
+	observeSubmit = "submit"
+	observeGet    = "get"
+)
+
+func newClient(base, token string, conns int, observe string) *client {
 	return &client{
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 			Proxy: nil, MaxIdleConns: 2 * conns, MaxIdleConnsPerHost: 2 * conns, IdleConnTimeout: time.Minute,
 		}},
-		base: base, token: token, runID: randomHex(4),
+		base: base, token: token, runID: randomHex(4), observe: observe,
 	}
 }
 
 func (c *client) id(i int) string { return "bench-" + c.runID + "-" + strconv.Itoa(i) }
 
-// review submits review i, waits for its decision by reading it back (a
-// long-poll: GET ?wait=30s), and returns the view. A submit answered 429 or
-// 503 is made again.
+// review submits review i, waits for its decision and returns the view:
+// the submit's own answer when it waits, then a long-poll
+// (GET ?wait=30s) until the review leaves pending. A submit answered 429
+// or 503 is made again.
 func (c *client) review(ctx context.Context, i int) (view, error) {
 	id := c.id(i)
 	body, _ := json.Marshal(map[string]string{"review_id": id, "content_class": benchClass, "content_type": "text/plain",
 		"content": "bench caption " + id + ": the quick brown fox jumps over the lazy dog"})
+	path := "/v1/reviews"
+	if c.observe == observeSubmit {
+		path += "?wait=30s"
+	}
+	var v view
 	for {
-		status, b, err := c.do(ctx, http.MethodPost, "/v1/reviews", body)
+		status, b, err := c.do(ctx, http.MethodPost, path, body)
 		if err != nil {
 			return view{}, err
 		}
 		if status == http.StatusAccepted || status == http.StatusOK {
+			if err := json.Unmarshal(b, &v); err != nil {
+				return view{}, fmt.Errorf("submit %s: %w", id, err)
+			}
 			break
 		}
 		if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
@@ -78,7 +96,7 @@ func (c *client) review(ctx context.Context, i int) (view, error) {
 			return view{}, err
 		}
 	}
-	for {
+	for v.State == "pending" {
 		// A long-poll: answered once the review leaves pending.
 		status, b, err := c.do(ctx, http.MethodGet, "/v1/reviews/"+id+"?wait=30s", nil)
 		if err != nil {
@@ -87,14 +105,11 @@ func (c *client) review(ctx context.Context, i int) (view, error) {
 		if status != http.StatusOK {
 			return view{}, fmt.Errorf("read %s: HTTP %d %s", id, status, b)
 		}
-		var v view
 		if err := json.Unmarshal(b, &v); err != nil {
 			return view{}, fmt.Errorf("read %s: %w", id, err)
 		}
-		if v.State != "pending" {
-			return v, nil
-		}
 	}
+	return v, nil
 }
 
 func (c *client) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
@@ -214,7 +229,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 		_ = prov.Close()
 		return errors.Join(err, drop())
 	}
-	c := newClient(srv.URL, srv.token, cfg.Clients)
+	c := newClient(srv.URL, srv.token, cfg.Clients, cfg.Observe)
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	// A short warm-up: connections opened, code paths run once.

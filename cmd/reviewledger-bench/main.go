@@ -39,6 +39,7 @@ type Config struct {
 	ServeEnv    []string      // extra KEY=VALUE settings for serve
 	KeepLogs    bool          // print serve's logs
 	Profile     string        // file to write a CPU profile of the server in round 1 to
+	Observe     string        // how a client learns the decision: observeSubmit or observeGet
 
 	pg *pgServer // the PostgreSQL server when it runs on this machine (its CPU is measured)
 }
@@ -56,6 +57,8 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
 	flag.BoolVar(&cfg.KeepLogs, "logs", false, "print the server's logs")
 	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server during the first round to this file (go tool pprof)")
+	flag.StringVar(&cfg.Observe, "observe", observeSubmit,
+		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
 	var env multiFlag
 	flag.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
 	flag.Parse()
@@ -93,6 +96,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("-rounds: must be at least 1, got %d", c.Rounds)
 	case c.Timeout <= 0:
 		return fmt.Errorf("-timeout: must be positive, got %s", c.Timeout)
+	case c.Observe != observeSubmit && c.Observe != observeGet:
+		return fmt.Errorf("-observe: must be %s or %s, got %q", observeSubmit, observeGet, c.Observe)
 	}
 	if _, err := os.Stat(c.Bin); err != nil {
 		return fmt.Errorf("-bin: %v (build it with make build)", err)

@@ -80,7 +80,7 @@ func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error)
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(srv.URL, srv.token, cfg.Clients)
+	c := newClient(srv.URL, srv.token, cfg.Clients, cfg.Observe)
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := closedLoop(rctx, c, 0, min(200, cfg.Reviews/10+1), cfg.Clients); err != nil {
@@ -120,6 +120,10 @@ func (r *report) print(w io.Writer) {
 	cfg := r.cfg
 	fmt.Fprintf(w, "reviewledger end to end: %d reviews per round from %d clients (CRUD baseline: %d clients), %d rounds, %d CPUs, %s\n",
 		cfg.Reviews, cfg.Clients, cfg.CRUDClients, len(r.rounds), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "decisions observed: %s\n", map[string]string{
+		observeSubmit: "by the submit's own wait (POST /v1/reviews?wait=30s)",
+		observeGet:    "by a long-poll after the submit (GET /v1/reviews/{id}?wait=30s)",
+	}[cfg.Observe])
 	fmt.Fprintf(w, "%-7s %14s %10s %7s %9s %9s %13s  %-30s %s\n", "round", "reviewledger/s", "crud/s", "ratio", "p50", "p99", "peak RSS",
 		"CPU/review: server+pg+bench", "CRUD: pg+bench")
 	row := func(name string, rl, crud float64, ratio float64, p50, p99 time.Duration, rss float64, c, cc cpuShare) {
