@@ -48,6 +48,13 @@ type Config struct {
 	PollInterval time.Duration
 	// RetryDelay is the pause after a failed batch (default 2s).
 	RetryDelay time.Duration
+	// Settle is the pause, once a batch has reached the head of the
+	// ledger, before the next read (default 100ms; negative: none): under
+	// load the events of that time come as one batch, one transaction,
+	// and a review that starts and ends in it writes no intermediate
+	// rows. It adds at most Settle to the read models' lag; a runner
+	// catching up reads on at once.
+	Settle time.Duration
 	// Registerer receives the runner's metrics, the service-level
 	// indicators included (sli.go); none when nil.
 	Registerer prometheus.Registerer
@@ -66,6 +73,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
+	}
+	if c.Settle == 0 {
+		c.Settle = 100 * time.Millisecond
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = 2 * time.Second

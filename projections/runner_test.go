@@ -539,3 +539,49 @@ func sumStates(a, b map[domain.State]int64) map[domain.State]int64 {
 	}
 	return out
 }
+
+// batches returns how many batches the projection has committed, from the
+// batch-time histogram.
+func batches(t *testing.T, reg *prometheus.Registry, projection string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "reviewledger_projection_batch_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == projection {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// At the head of the ledger, events that come within Settle of a batch
+// are applied together in the next one, not one batch each.
+func TestSettleGathersEventsAtTheHead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	r := e.runner(t, func(c *Config) { c.Registerer, c.Settle = reg, 2*time.Second })
+	run(t, r)
+	st := e.workload(t, workload.Config{Reviews: 1, Seed: 41, Prefix: "settle-first-"})
+	waitCaughtUp(t, e.pool, int64(st.Events))
+	before := batches(t, reg, "review_summary")
+	total := st.Events
+	for i := range 10 {
+		s := e.workload(t, workload.Config{Reviews: 1, Seed: uint64(42 + i), Prefix: fmt.Sprintf("settle-%d-", i)})
+		total += s.Events
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitCaughtUp(t, e.pool, int64(total))
+	if n := batches(t, reg, "review_summary") - before; n > 3 {
+		t.Fatalf("10 bursts 20ms apart took %d batches, want them gathered into at most 3", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // The shared batch. A process serves every projection whose lock it holds
@@ -119,9 +120,13 @@ func (l *loop) run(ctx context.Context) (err error) {
 		if len(l.members) == 0 {
 			continue // every lock was lost
 		}
-		progressed, err := l.step(ctx)
+		progressed, more, err := l.step(ctx)
 		switch {
 		case err != nil: // a read failed, which no member can get past (or CatchUp gives up)
+		case progressed && !more && l.follow && l.r.cfg.Settle > 0:
+			// At the head: let the next events gather into one batch.
+			_ = clock.Sleep(ctx, l.r.cfg.Settle)
+			continue
 		case progressed:
 			continue
 		case !l.follow:
@@ -174,10 +179,10 @@ func (l *loop) ping(ctx context.Context) error {
 }
 
 // step gives every group one batch, the furthest behind first, and
-// reports whether any applied one.
-func (l *loop) step(ctx context.Context) (bool, error) {
+// reports whether any applied one and whether any read stopped short of
+// the head.
+func (l *loop) step(ctx context.Context) (progressed, more bool, err error) {
 	groups := groupByPosition(l.members)
-	progressed := false
 	for i, g := range groups {
 		var until *eventstore.Position
 		if i+1 < len(groups) {
@@ -186,17 +191,17 @@ func (l *loop) step(ctx context.Context) (bool, error) {
 		}
 		b := l.next(ctx, g[0].pos, until)
 		if b.err != nil {
-			return progressed, b.err
+			return progressed, more, b.err
 		}
 		if b.read == 0 {
 			continue
 		}
 		if err := l.apply(ctx, g, b); err != nil {
-			return progressed, err
+			return progressed, more, err
 		}
-		progressed = true
+		progressed, more = true, more || b.more
 	}
-	return progressed, nil
+	return progressed, more, nil
 }
 
 // groupByPosition returns the members grouped by checkpoint, in global

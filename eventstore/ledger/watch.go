@@ -107,6 +107,22 @@ type headReader interface {
 	Head(ctx context.Context) (eventstore.Position, error)
 }
 
+// headsReader is a store that can read its global order without the
+// events' bodies (pgstore): all the watcher needs is streams and types.
+type headsReader interface {
+	ReadAllHeads(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error)
+}
+
+// read reads the next page of the global order after pos, without the
+// bodies when the store can.
+func (w *Watcher) read(ctx context.Context, pos eventstore.Position) ([]eventstore.RecordedEvent, error) {
+	const page = 1000
+	if hr, ok := w.store.(headsReader); ok {
+		return hr.ReadAllHeads(ctx, pos, page)
+	}
+	return w.store.ReadAll(ctx, pos, page)
+}
+
 // ErrNoHead: the store cannot say where its global order ends, so Follow
 // cannot start reading it.
 var ErrNoHead = errors.New("the event store cannot tell the head of its global order")
@@ -134,7 +150,7 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 	w.following.Store(true)
 	defer w.following.Store(false)
 	for ctx.Err() == nil {
-		evs, err := w.store.ReadAll(ctx, pos, 1000)
+		evs, err := w.read(ctx, pos)
 		if err == nil && len(evs) == 0 {
 			err = w.store.WaitForEvents(ctx, pos)
 		}

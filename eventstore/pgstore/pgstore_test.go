@@ -130,3 +130,58 @@ func TestNotificationAcrossStores(t *testing.T) {
 		t.Fatalf("waiting on another store: %v", err)
 	}
 }
+
+// TestReadAllHeads checks that ReadAllHeads gives the events ReadAll
+// gives, page by page, with their stream, revision, position and type.
+func TestReadAllHeads(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, stream := range []string{"a", "b", "a", "c", "b", "a"} {
+		rev := eventstore.Any
+		if _, err := s.Append(ctx, stream, rev, eventstore.EventData{ID: eventstoretest.NewID(), Type: "T" + string(rune('0'+i)), Data: []byte(`{"n":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []eventstore.RecordedEvent
+	for len(all) < 6 {
+		got, err := s.ReadAll(ctx, eventstore.Start, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all = got; len(all) < 6 {
+			if err := s.WaitForEvents(ctx, eventstore.Start); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pos := eventstore.Start
+	var heads []eventstore.RecordedEvent
+	for {
+		got, err := s.ReadAllHeads(ctx, pos, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		heads = append(heads, got...)
+		pos = got[len(got)-1].Position
+	}
+	if len(heads) != len(all) {
+		t.Fatalf("ReadAllHeads: %d events, ReadAll %d", len(heads), len(all))
+	}
+	for i, h := range heads {
+		a := all[i]
+		if h.Stream != a.Stream || h.Revision != a.Revision || h.Position != a.Position || h.Type != a.Type {
+			t.Errorf("event %d: heads %+v, ReadAll %+v", i, h, a)
+		}
+		if h.Data != nil || h.Metadata != nil || h.ID != "" {
+			t.Errorf("event %d: heads carry a body: %+v", i, h)
+		}
+	}
+	if got, err := s.ReadAllHeads(ctx, eventstore.Start, 0); err != nil || len(got) != 0 {
+		t.Fatalf("ReadAllHeads(Start, 0): %d events, %v; want none", len(got), err)
+	}
+}

@@ -79,6 +79,33 @@ func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int)
 	return events, nil
 }
 
+// ReadAllHeads reads the global order as ReadAll does, the same events
+// in the same order, but only their stream, revision, position and type:
+// no ID, body, metadata or time. It serves a reader that only needs to
+// know which streams changed how (the ledger's watcher), at a fraction of
+// ReadAll's cost in the database and in decoding.
+func (s *Store) ReadAllHeads(ctx context.Context, pos eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, _ := s.pool.Query(ctx, `SELECT stream, revision, xid::text::bigint, seq, type FROM event WHERE `+after+` AND `+readable+
+		` ORDER BY event.xid, event.seq LIMIT $3`, uintText(pos.Commit), clamp(pos.Prepare), limit)
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (eventstore.RecordedEvent, error) {
+		var (
+			e                  eventstore.RecordedEvent
+			revision, xid, seq int64
+		)
+		err := row.Scan(&e.Stream, &revision, &xid, &seq, &e.Type)
+		e.Revision = uint64(revision)
+		e.Position = eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}
+		return e, err
+	})
+	if err != nil {
+		return nil, storeErr("read all after "+pos.String(), ctx, err)
+	}
+	return events, nil
+}
+
 func clamp(n uint64) int64 {
 	if n > math.MaxInt64 {
 		return math.MaxInt64
