@@ -116,11 +116,10 @@ type headsReader interface {
 // read reads the next page of the global order after pos, without the
 // bodies when the store can.
 func (w *Watcher) read(ctx context.Context, pos eventstore.Position) ([]eventstore.RecordedEvent, error) {
-	const page = 1000
 	if hr, ok := w.store.(headsReader); ok {
-		return hr.ReadAllHeads(ctx, pos, page)
+		return hr.ReadAllHeads(ctx, pos, followPage)
 	}
-	return w.store.ReadAll(ctx, pos, page)
+	return w.store.ReadAll(ctx, pos, followPage)
 }
 
 // ErrNoHead: the store cannot say where its global order ends, so Follow
@@ -171,6 +170,21 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 		if len(evs) > 0 {
 			pos = evs[len(evs)-1].Position
 		}
+		if len(evs) < followPage {
+			// At the head: let the next events gather for a moment (their
+			// waiters here were told by the appends themselves).
+			if clock.Sleep(ctx, followPace) != nil {
+				return nil
+			}
+		}
 	}
 	return nil
 }
+
+// followPage is how many events one read of Follow takes; followPace is its
+// pause at the head of the global order, which bounds how late a waiter
+// hears of another process's change and how often the order is read.
+const (
+	followPage = 1000
+	followPace = 10 * time.Millisecond
+)
