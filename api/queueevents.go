@@ -16,6 +16,10 @@ import (
 
 // Feed is the stream of manual-queue changes (*queuefeed.Feed).
 type Feed interface {
+	// Open says a stream is open until the returned func is called: the
+	// feed reads the ledger only while one is. Called before Head and
+	// Next.
+	Open() (closeStream func())
 	// Head waits until the feed follows the ledger and returns where it
 	// has read to.
 	Head(ctx context.Context) (eventstore.Position, error)
@@ -49,6 +53,8 @@ func (s *Server) queueEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	closeStream := s.deps.Feed.Open()
+	defer closeStream()
 	if !resumed {
 		if pos, err = s.feedHead(ctx); err != nil {
 			return err

@@ -1,11 +1,12 @@
 // Package queuefeed turns the ledger's global order into a stream of
 // manual-queue changes (an item added, claimed, released, voted on,
 // decided, requeued, held, taken off hold), for GET
-// /v1/manual-queue/events. One Feed per process follows the global order;
-// every stream reads from its bounded buffer, and a stream that falls
-// behind the buffer reads the ledger itself, a page at a time. Because it
-// is driven by the ledger, a change made by any process sharing the
-// database is seen.
+// /v1/manual-queue/events. One Feed per process follows the global order
+// while at least one stream is open (and a short linger after the last
+// closes), and reads nothing from the ledger otherwise; every stream reads
+// from its bounded buffer, and a stream that falls behind the buffer reads
+// the ledger itself, a page at a time. Because it is driven by the ledger,
+// a change made by any process sharing the database is seen.
 package queuefeed
 
 import (
@@ -104,6 +105,10 @@ type Config struct {
 	Retry time.Duration
 	// Now is the clock of the items of added changes (time.Now when nil).
 	Now func() time.Time
+	// Linger is how long the feed goes on following the ledger after the
+	// last stream closed, so reconnecting clients find it live (5 s when
+	// 0).
+	Linger time.Duration
 }
 
 // Feed follows the ledger's global order and keeps its latest queue
@@ -124,6 +129,8 @@ type Feed struct {
 	head    eventstore.Position // the global order is read up to it
 	buf     []Change
 	wake    chan struct{} // closed when head moves
+	streams int           // open streams (Open)
+	demand  chan struct{} // closed when streams changes
 }
 
 // New returns a feed reading store (the ledger's) and hist.
@@ -140,14 +147,45 @@ func New(store eventstore.Store, hist Histories, cfg Config) *Feed {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Feed{store: store, hist: hist, cfg: cfg, wake: make(chan struct{})}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 5 * time.Second
+	}
+	return &Feed{store: store, hist: hist, cfg: cfg, wake: make(chan struct{}), demand: make(chan struct{})}
+}
+
+// Open says a stream is open, until the returned func is called: the feed
+// follows the ledger only while a stream is open. Call it before Head and
+// Next.
+func (f *Feed) Open() (closeStream func()) {
+	f.mu.Lock()
+	f.streams++
+	f.signal()
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.streams--
+			f.signal()
+			f.mu.Unlock()
+		})
+	}
+}
+
+// signal wakes Follow when the open streams change; f.mu is held.
+func (f *Feed) signal() {
+	close(f.demand)
+	f.demand = make(chan struct{})
 }
 
 // ErrNoHead: the store cannot say where its global order ends.
 var ErrNoHead = errors.New("the event store cannot tell the head of its global order")
 
-// Follow reads the global order from its head now on until ctx is done
-// (then it returns nil). Failed reads are tried again after Config.Retry.
+// Follow reads the global order until ctx is done (then it returns nil),
+// while a stream is open (Open) and for Config.Linger after the last one
+// closed. Each time it starts again it starts from the head of the global
+// order then, with an empty buffer. Failed reads are tried again after
+// Config.Retry.
 func (f *Feed) Follow(ctx context.Context) error {
 	hr, ok := f.store.(headReader)
 	if !ok {
@@ -157,20 +195,93 @@ func (f *Feed) Follow(ctx context.Context) error {
 		f.mu.Unlock()
 		return ErrNoHead
 	}
-	var pos eventstore.Position
-	for {
-		var err error
-		if pos, err = hr.Head(ctx); err == nil {
-			break
+	for f.awaitStream(ctx) {
+		f.session(ctx, hr)
+	}
+	return nil
+}
+
+// awaitStream waits until a stream is open; false once ctx is done.
+func (f *Feed) awaitStream(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		f.mu.Lock()
+		n, demand := f.streams, f.demand
+		f.mu.Unlock()
+		if n > 0 {
+			return true
 		}
-		if clock.Sleep(ctx, f.cfg.Retry) != nil {
-			return nil
+		select {
+		case <-demand:
+		case <-ctx.Done():
 		}
 	}
+	return false
+}
+
+// session follows the global order from its head now on until ctx is done
+// or no stream has been open for Config.Linger.
+func (f *Feed) session(ctx context.Context, hr headReader) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go f.idle(ctx, cancel)
+	pos, ok := f.takeHead(ctx, hr)
+	if !ok {
+		return
+	}
 	f.mu.Lock()
-	f.started, f.floor, f.head = true, pos, pos
+	f.started, f.floor, f.head, f.buf = true, pos, pos, nil
 	f.advance()
 	f.mu.Unlock()
+	f.read(ctx, pos)
+}
+
+// takeHead reads the head of the global order, trying again after
+// Config.Retry; false once ctx is done.
+func (f *Feed) takeHead(ctx context.Context, hr headReader) (eventstore.Position, bool) {
+	for {
+		if pos, err := hr.Head(ctx); err == nil {
+			return pos, true
+		}
+		if clock.Sleep(ctx, f.cfg.Retry) != nil {
+			return eventstore.Position{}, false
+		}
+	}
+}
+
+// idle ends the session (pause) once no stream has been open for
+// Config.Linger, and stops Head answering until the next session has
+// taken its head.
+func (f *Feed) idle(ctx context.Context, pause context.CancelFunc) {
+	for {
+		f.mu.Lock()
+		n, demand := f.streams, f.demand
+		f.mu.Unlock()
+		var linger <-chan time.Time
+		if n == 0 {
+			linger = time.After(f.cfg.Linger)
+		}
+		select {
+		case <-demand:
+			continue
+		case <-ctx.Done():
+			return
+		case <-linger:
+		}
+		f.mu.Lock()
+		stop := f.streams == 0
+		if stop {
+			f.started, f.buf = false, nil
+			pause() // under f.mu: nothing more is published
+		}
+		f.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// read follows the global order after pos until ctx is done.
+func (f *Feed) read(ctx context.Context, pos eventstore.Position) {
 	for ctx.Err() == nil {
 		recs, err := f.store.ReadAll(ctx, pos, f.cfg.Page)
 		if err == nil && len(recs) == 0 {
@@ -184,20 +295,23 @@ func (f *Feed) Follow(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil || clock.Sleep(ctx, f.cfg.Retry) != nil {
-				return nil
+				return
 			}
 			continue
 		}
 		pos = recs[len(recs)-1].Position
-		f.publish(changes, pos)
+		f.publish(ctx, changes, pos)
 	}
-	return nil
 }
 
-// publish adds changes read up to pos and wakes the streams.
-func (f *Feed) publish(changes []Change, pos eventstore.Position) {
+// publish adds changes read up to pos and wakes the streams, unless the
+// session has ended (ctx is done).
+func (f *Feed) publish(ctx context.Context, changes []Change, pos eventstore.Position) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
 	f.buf = append(f.buf, changes...)
 	if over := len(f.buf) - f.cfg.Buffer; over > 0 {
 		f.floor = f.buf[over-1].Position
@@ -212,8 +326,9 @@ func (f *Feed) advance() {
 	f.wake = make(chan struct{})
 }
 
-// Head waits until the feed follows the ledger and returns where it has
-// read to: where a stream without Last-Event-ID starts.
+// Head waits until the feed follows the ledger (a stream is open) and
+// returns where it has read to: where a stream without Last-Event-ID
+// starts.
 func (f *Feed) Head(ctx context.Context) (eventstore.Position, error) {
 	for {
 		f.mu.Lock()
