@@ -572,7 +572,7 @@ func TestSettleGathersEventsAtTheHead(t *testing.T) {
 	r := e.runner(t, func(c *Config) { c.Registerer, c.Settle = reg, 2*time.Second })
 	run(t, r)
 	st := e.workload(t, workload.Config{Reviews: 1, Seed: 41, Prefix: "settle-first-"})
-	waitCaughtUp(t, e.pool, int64(st.Events))
+	waitCaughtUp(t, e.pool, st.Events)
 	before := batches(t, reg, "review_summary")
 	total := st.Events
 	for i := range 10 {
@@ -580,7 +580,7 @@ func TestSettleGathersEventsAtTheHead(t *testing.T) {
 		total += s.Events
 		time.Sleep(20 * time.Millisecond)
 	}
-	waitCaughtUp(t, e.pool, int64(total))
+	waitCaughtUp(t, e.pool, total)
 	if n := batches(t, reg, "review_summary") - before; n > 3 {
 		t.Fatalf("10 bursts 20ms apart took %d batches, want them gathered into at most 3", n)
 	}
