@@ -24,11 +24,12 @@ import (
 // EngineConfig is the review engine's settings, embedded in the serve
 // command. REVIEWLEDGER_SWEEP_INTERVAL is in Config.
 type EngineConfig struct {
-	Workers      int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"256" help:"Provider calls this process makes at once (reviews waiting hold none)."`
-	Lease        time.Duration `name:"lease" env:"REVIEWLEDGER_LEASE" default:"5s" help:"How long a review stays held by this process without renewal (renewed every fifth of it); a process that dies releases its reviews by then."`
-	PollInterval time.Duration `name:"poll-interval" env:"REVIEWLEDGER_POLL_INTERVAL" default:"1s" help:"How often due work is looked for when no message or timer brings it."`
-	CommitBatch  int           `name:"commit-batch" env:"REVIEWLEDGER_COMMIT_BATCH" default:"256" help:"Most reviews written in one group commit."`
-	CommitWindow time.Duration `name:"commit-window" env:"REVIEWLEDGER_COMMIT_WINDOW" default:"0s" help:"Under load, how long a small group commit waits for more (0: none; a lone write never waits)."`
+	Workers       int           `name:"workers" env:"REVIEWLEDGER_WORKERS" default:"256" help:"Provider calls this process makes at once (reviews waiting hold none)."`
+	Lease         time.Duration `name:"lease" env:"REVIEWLEDGER_LEASE" default:"5s" help:"How long a review stays held by this process without renewal (renewed every fifth of it); a process that dies releases its reviews by then."`
+	PollInterval  time.Duration `name:"poll-interval" env:"REVIEWLEDGER_POLL_INTERVAL" default:"1s" help:"How often due work is looked for when no message or timer brings it."`
+	CommitBatch   int           `name:"commit-batch" env:"REVIEWLEDGER_COMMIT_BATCH" default:"256" help:"Most reviews written in one group commit."`
+	CommitWindow  time.Duration `name:"commit-window" env:"REVIEWLEDGER_COMMIT_WINDOW" default:"0s" help:"Under load, how long a small group commit waits for more (0: none; a lone write never waits)."`
+	CommitFlushes int           `name:"commit-flushes" env:"REVIEWLEDGER_COMMIT_FLUSHES" default:"1" help:"Group commits written at once; appends arriving meanwhile wait for the next (fewer: larger batches)."`
 	// StopTimeout bounds the engine's writes when it stops; serve sets it.
 	StopTimeout      time.Duration `kong:"-"`
 	PubSub           string        `name:"pubsub" env:"REVIEWLEDGER_PUBSUB" default:"gochannel" help:"Work dispatch backend: gochannel (one process), postgres or nats."`
@@ -64,6 +65,8 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_POLL_INTERVAL: must be a positive duration such as 1s, got %s", c.PollInterval)
 	case c.CommitBatch < 1:
 		return fmt.Errorf("REVIEWLEDGER_COMMIT_BATCH: must be at least 1, got %d", c.CommitBatch)
+	case c.CommitFlushes < 1 || c.CommitFlushes > 64:
+		return fmt.Errorf("REVIEWLEDGER_COMMIT_FLUSHES: must be between 1 and 64, got %d", c.CommitFlushes)
 	case c.CommitWindow < 0 || c.CommitWindow > time.Second:
 		return fmt.Errorf("REVIEWLEDGER_COMMIT_WINDOW: must be between 0s and 1s, got %s", c.CommitWindow)
 	case c.PubSub != engine.PubSubGoChannel && c.PubSub != engine.PubSubPostgres && c.PubSub != engine.PubSubNATS:
@@ -214,7 +217,7 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 		p, stop = sim, sim.Close
 	}
 	store := pgwork.New(pool, events)
-	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Window: c.CommitWindow})
+	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Flushes: c.CommitFlushes, Window: c.CommitWindow})
 	ec := engine.Config{
 		Policy: cfg.Policy, Store: store, Ledger: led, Pool: pool, Provider: p, Signer: signer,
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,

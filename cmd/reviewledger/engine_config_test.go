@@ -14,7 +14,7 @@ import (
 )
 
 func validEngineConfig() EngineConfig {
-	return EngineConfig{Workers: 4, Lease: 5 * time.Second, PollInterval: time.Second, CommitBatch: 256, PubSub: "gochannel", NATSURL: "nats://127.0.0.1:4222", NATSReplicas: 1, RetryBudget: 0.2,
+	return EngineConfig{Workers: 4, Lease: 5 * time.Second, PollInterval: time.Second, CommitBatch: 256, CommitFlushes: 1, PubSub: "gochannel", NATSURL: "nats://127.0.0.1:4222", NATSReplicas: 1, RetryBudget: 0.2,
 		RetryBudgetMin: 50, PayloadRetention: time.Hour, SimSeed: 1, SimMedian: 5 * time.Millisecond, SimP99: 20 * time.Millisecond,
 		SimRejectRate: 0.1}
 }
@@ -30,6 +30,7 @@ func TestEngineConfigValidateNamesTheSetting(t *testing.T) {
 		"REVIEWLEDGER_POLL_INTERVAL":          func(c *EngineConfig) { c.PollInterval = 0 },
 		"REVIEWLEDGER_COMMIT_BATCH":           func(c *EngineConfig) { c.CommitBatch = 0 },
 		"REVIEWLEDGER_COMMIT_WINDOW":          func(c *EngineConfig) { c.CommitWindow = time.Minute },
+		"REVIEWLEDGER_COMMIT_FLUSHES":         func(c *EngineConfig) { c.CommitFlushes = 0 },
 		"REVIEWLEDGER_PUBSUB":                 func(c *EngineConfig) { c.PubSub = "kafka" },
 		"REVIEWLEDGER_NATS_URL":               func(c *EngineConfig) { c.PubSub, c.NATSURL = "nats", "" },
 		"REVIEWLEDGER_NATS_REPLICAS":          func(c *EngineConfig) { c.NATSReplicas = 6 },

@@ -43,7 +43,12 @@ func (c storeCommitter) Commit(ctx context.Context, appends []eventstore.StreamA
 type GroupCommit struct {
 	// MaxBatch bounds the streams of one batch. Default 256.
 	MaxBatch int
-	// Flushes is how many batches may be written at once. Default 4.
+	// Flushes is how many batches may be written at once. Default 1: on
+	// the development machine (2 cores, PostgreSQL beside the service) one
+	// batch at a time took the database 0.6 of the CPU per review that
+	// four did, and the service more reviews a second, the batches being
+	// larger (docs/benchmarks.md); more may pay where the database is far
+	// or has many cores.
 	Flushes int
 	// Window is how long a batch waits for more under load. Default 0.
 	Window time.Duration
@@ -56,7 +61,7 @@ func (g *GroupCommit) setDefaults() {
 		g.MaxBatch = 256
 	}
 	if g.Flushes <= 0 {
-		g.Flushes = 4
+		g.Flushes = 1
 	}
 	if g.Timeout <= 0 {
 		g.Timeout = 30 * time.Second
