@@ -98,6 +98,7 @@ func (c *ServeCmd) Validate() error {
 // projector.
 func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	cfg := &c.Config
+	tuneGC(os.Getenv, log)
 	pool, err := c.openPool(ctx)
 	if err != nil {
 		return err
