@@ -258,7 +258,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Metrics)
+	m, err := newMetrics(cfg.Metrics, cfg.Ledger)
 	if err != nil {
 		return nil, err
 	}

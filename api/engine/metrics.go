@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 type metrics struct {
@@ -29,7 +31,7 @@ type metrics struct {
 	sweeperActive        prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, led *ledger.Ledger) (*metrics, error) {
 	const ns, sub = "reviewledger", "engine"
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help})
@@ -66,9 +68,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.submitted, m.requeued, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
+	collectors := append([]prometheus.Collector{m.submitted, m.requeued, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
 		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted,
-		m.retryWindowAttempts, m.retryWindowRetries, m.swept, m.sweeperActive} {
+		m.retryWindowAttempts, m.retryWindowRetries, m.swept, m.sweeperActive}, groupCommitMetrics(led)...)
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -84,4 +87,26 @@ func (m *metrics) observeBudget(b *retryBudget, now time.Time, name string) {
 	attempts, retries := b.snapshot(now)
 	m.retryWindowAttempts.WithLabelValues(name).Set(float64(attempts))
 	m.retryWindowRetries.WithLabelValues(name).Set(float64(retries))
+}
+
+// groupCommitMetrics are the ledger's group commits in this process, read
+// from its Stats when scraped.
+func groupCommitMetrics(led *ledger.Ledger) []prometheus.Collector {
+	const ns, sub = "reviewledger", "ledger"
+	stat := func(f func(ledger.Stats) float64) func() float64 { return func() float64 { return f(led.Stats()) } }
+	counter := func(name, help string, f func(ledger.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, stat(f))
+	}
+	gauge := func(name, help string, f func(ledger.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, stat(f))
+	}
+	return []prometheus.Collector{
+		counter("group_commits_total", "Group commits written (or failed) by this process.", func(s ledger.Stats) float64 { return float64(s.Batches) }),
+		counter("group_commit_appends_total", "Stream appends in them.", func(s ledger.Stats) float64 { return float64(s.Appends) }),
+		counter("group_commit_failures_total", "Group commits whose write failed as a whole.", func(s ledger.Stats) float64 { return float64(s.Failures) }),
+		counter("group_commit_seconds_total", "Time spent writing group commits.", func(s ledger.Stats) float64 { return s.Seconds }),
+		gauge("group_commit_waiting_appends", "Appends waiting for a group commit now.", func(s ledger.Stats) float64 { return float64(s.Waiting) }),
+		gauge("group_commit_writing_seconds", "How long the oldest group commit being written now has been (0: none); with one at a time, every append of the process waits behind it.",
+			func(s ledger.Stats) float64 { return s.Writing.Seconds() }),
+	}
 }

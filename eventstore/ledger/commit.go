@@ -37,9 +37,9 @@ func (c storeCommitter) Commit(ctx context.Context, appends []eventstore.StreamA
 // together into the next batch, up to MaxBatch streams: the busier the
 // ledger, the larger its batches, and an append that arrives while nothing
 // is being written is written at once. With Window set, a batch that is
-// smaller than MaxBatch while another batch is being written waits up to
-// Window for more appends first: fewer, larger transactions for a little
-// latency, paid only under load.
+// smaller than MaxBatch and gathered while another batch was being written
+// waits up to Window for more appends first: fewer, larger transactions
+// for a little latency, paid only under load.
 type GroupCommit struct {
 	// MaxBatch bounds the streams of one batch. Default 256.
 	MaxBatch int
@@ -77,8 +77,9 @@ type groupCommit struct {
 	queue   []*request
 	writing int // batches being written
 
-	statsMu sync.Mutex
-	stats   Stats
+	statsMu  sync.Mutex
+	stats    Stats
+	inFlight map[*[]*request]time.Time // batches being written, since when
 }
 
 type request struct {
@@ -135,19 +136,24 @@ func (g *groupCommit) withdraw(r *request) bool {
 	return false
 }
 
-// write writes batches until the queue is empty.
+// write writes batches until the queue is empty. The first batch of a
+// writer is written at once; a later one gathered while the one before was
+// being written (under load), and with Window set waits for more, as does
+// one gathered while another writer writes.
 func (g *groupCommit) write() {
+	loaded := false
 	for {
 		batch := g.take(nil)
 		if len(batch) == 0 {
 			return
 		}
-		if g.cfg.Window > 0 && len(batch) < g.cfg.MaxBatch && g.busy() {
+		if g.cfg.Window > 0 && len(batch) < g.cfg.MaxBatch && (loaded || g.busy()) {
 			t := time.NewTimer(g.cfg.Window)
 			<-t.C
 			batch = g.take(batch)
 		}
 		g.flush(batch)
+		loaded = true
 	}
 }
 
@@ -192,12 +198,13 @@ func (g *groupCommit) flush(batch []*request) {
 		appends[i], effects[i] = r.append, r.effect
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Timeout)
+	g.begin(&batch)
 	results, err := g.commit.Commit(ctx, appends, effects)
 	cancel()
 	if err == nil && len(results) != len(batch) {
 		err = fmt.Errorf("ledger: committer answered %d results for %d appends", len(results), len(batch))
 	}
-	g.count(len(batch), err)
+	g.count(&batch, err)
 	for i, r := range batch {
 		if err != nil {
 			r.done <- outcome{err: err}
@@ -207,25 +214,56 @@ func (g *groupCommit) flush(batch []*request) {
 	}
 }
 
-// Stats counts a ledger's group commits.
+// Stats counts a ledger's group commits, and says what they do now.
 type Stats struct {
-	Batches  int64 // batches written (or failed)
-	Appends  int64 // stream appends in them
-	Failures int64 // batches whose write failed as a whole
+	Batches  int64   // batches written (or failed)
+	Appends  int64   // stream appends in them
+	Failures int64   // batches whose write failed as a whole
+	Seconds  float64 // time spent writing them
+	// Waiting is how many appends wait for a batch now; Writing how long
+	// the oldest batch being written now has been (0: none). With one
+	// batch at a time (GroupCommit.Flushes 1), a batch that does not
+	// return holds back every append of the process until its Timeout:
+	// these two show it.
+	Waiting int
+	Writing time.Duration
 }
 
-// Stats returns the counts so far.
-func (l *Ledger) Stats() Stats {
-	l.group.statsMu.Lock()
-	defer l.group.statsMu.Unlock()
-	return l.group.stats
+// Stats returns the counts so far and the state now.
+func (l *Ledger) Stats() Stats { return l.group.snapshot(time.Now()) }
+
+func (g *groupCommit) snapshot(now time.Time) Stats {
+	g.mu.Lock()
+	waiting := len(g.queue)
+	g.mu.Unlock()
+	g.statsMu.Lock()
+	defer g.statsMu.Unlock()
+	st := g.stats
+	st.Waiting = waiting
+	for _, since := range g.inFlight {
+		st.Writing = max(st.Writing, now.Sub(since))
+	}
+	return st
 }
 
-func (g *groupCommit) count(n int, err error) {
+// begin records that batch is being written from now on.
+func (g *groupCommit) begin(batch *[]*request) {
+	g.statsMu.Lock()
+	defer g.statsMu.Unlock()
+	if g.inFlight == nil {
+		g.inFlight = map[*[]*request]time.Time{}
+	}
+	g.inFlight[batch] = time.Now()
+}
+
+// count records that batch was written, or failed with err.
+func (g *groupCommit) count(batch *[]*request, err error) {
 	g.statsMu.Lock()
 	defer g.statsMu.Unlock()
 	g.stats.Batches++
-	g.stats.Appends += int64(n)
+	g.stats.Appends += int64(len(*batch))
+	g.stats.Seconds += time.Since(g.inFlight[batch]).Seconds()
+	delete(g.inFlight, batch)
 	if err != nil {
 		g.stats.Failures++
 	}
