@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -81,13 +82,18 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration, first
 	s.metrics.waiting.Inc()
 	defer s.metrics.waiting.Dec()
 	read := first
+	var last *ledger.Snapshot // the review as last read
 	for {
 		changed, stop := s.deps.Watcher.Watch(id)
 		rv, err := read()
+		if err != nil && last != nil && ctx.Err() == nil {
+			rv, err = last, nil // read again later; the view read before stands
+		}
 		if err != nil || rv.State() != domain.StatePending {
 			stop()
 			return rv, err
 		}
+		last = rv
 		select {
 		case told := <-changed:
 			read = func() (*ledger.Snapshot, error) {
@@ -104,8 +110,12 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration, first
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// The wait is over: the review as it stands now.
-		return s.deps.Ledger.Load(ctx, id)
+		// The wait is over: the review as it stands now, or as last read
+		// when it cannot be read now (a submit's review is stored).
+		if rv, err := s.deps.Ledger.Load(ctx, id); err == nil {
+			return rv, nil
+		}
+		return last, nil
 	}
 }
 
@@ -118,7 +128,7 @@ func parseWait(q string) (time.Duration, error) {
 	d, err := time.ParseDuration(q)
 	if err != nil {
 		n, nerr := strconv.ParseFloat(q, 64)
-		if nerr != nil {
+		if nerr != nil || math.IsNaN(n) || math.IsInf(n, 0) {
 			return 0, fieldError("wait", fmt.Sprintf("must be a duration such as 30s, got %q", q))
 		}
 		d = time.Duration(n * float64(time.Second))

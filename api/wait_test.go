@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -112,7 +113,7 @@ func TestWaitRefusesABadWait(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withWatcher)
 	h.submit("wait-4", "caption_suggestion", "text")
-	for _, q := range []string{"61s", "-1s", "soon", "1e9"} {
+	for _, q := range []string{"61s", "-1s", "soon", "1e9", "NaN", "Inf", "-Inf"} {
 		wantProblem(t, h.do("GET", "/v1/reviews/wait-4?wait="+q, submitterToken, ""), http.StatusBadRequest, "invalid-request", "wait")
 	}
 	// No wait, or a decided review, answers at once.
@@ -137,9 +138,23 @@ func TestSubmitWaitAnswersWhenTheReviewLeavesPending(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withWatcher)
 	got := h.submitWaiting("?wait=30s", "swait-1")
-	h.waiters(t, 1)
-	if rec := h.do("GET", "/v1/reviews/swait-1", submitterToken, ""); rec.Code != http.StatusOK || decode[reviewView](t, rec).State != "pending" {
-		t.Fatalf("while the submit waits: %d %s, want the stored pending review", rec.Code, rec.Body)
+	h.waiters(t, 1) // the watch is set before the submit is made: wait for the review
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := h.do("GET", "/v1/reviews/swait-1", submitterToken, "")
+		if rec.Code == http.StatusOK {
+			if v := decode[reviewView](t, rec); v.State != "pending" {
+				t.Fatalf("while the submit waits: %+v, want the stored pending review", v)
+			}
+			break
+		}
+		if rec.Code != http.StatusNotFound || time.Now().After(deadline) {
+			t.Fatalf("while the submit waits: %d %s, want the stored pending review", rec.Code, rec.Body)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := h.ledger.Watcher().Waiting(); n != 1 {
+		t.Fatalf("%d waiters once the review is stored, want the submit's", n)
 	}
 	h.escalate("swait-1", domain.ReasonAttemptsExhausted)
 	select {
@@ -179,8 +194,26 @@ func TestSubmitWaitEndsWithThePendingView(t *testing.T) {
 	if n := h.ledger.Watcher().Waiting(); n != 0 {
 		t.Errorf("%d waiters left", n)
 	}
-	for _, q := range []string{"61s", "-1s", "soon"} {
+	for _, q := range []string{"61s", "-1s", "soon", "NaN", "+Inf"} {
 		wantProblem(t, <-h.submitWaiting("?wait="+q, "swait-3"), http.StatusBadRequest, "invalid-request", "wait")
 	}
 	wantProblem(t, h.do("GET", "/v1/reviews/swait-3", submitterToken, ""), http.StatusNotFound, "review-not-found", "")
+}
+
+// failingLoads is a ledger whose reads fail, as while the database is out.
+type failingLoads struct{ Ledger }
+
+func (failingLoads) Load(context.Context, string) (*ledger.Snapshot, error) {
+	return nil, errors.New("database unavailable")
+}
+
+// A submit whose review cannot be read again when its wait ends answers
+// with the view it had, not an error: the review is stored.
+func TestSubmitWaitAnswersWhenTheLastReadFails(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withWatcher, func(_ *Config, d *Deps) { d.Ledger = failingLoads{d.Ledger} })
+	rec := <-h.submitWaiting("?wait=100ms", "swait-4")
+	if v := decode[reviewView](t, rec); rec.Code != http.StatusAccepted || v.State != "pending" || v.ReviewID != "swait-4" {
+		t.Fatalf("answer %d %s, want 202 with the pending view", rec.Code, rec.Body)
+	}
 }

@@ -98,11 +98,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitPaused waits until the feed has stopped following the ledger: no
-// read of the store in flight.
-func waitPaused(t *testing.T, s *countingStore) {
+// waitPaused waits until the feed has stopped following the ledger: its
+// session ended (not started) and no read of the store in flight.
+func waitPaused(t *testing.T, f *Feed, s *countingStore) {
 	t.Helper()
-	waitFor(t, "the feed pauses", func() bool { return s.inflight.Load() == 0 })
+	waitFor(t, "the feed pauses", func() bool {
+		f.mu.Lock()
+		started := f.started
+		f.mu.Unlock()
+		return !started && s.inflight.Load() == 0
+	})
 }
 
 // collect reads n changes after pos as a stream does, then checks that no
@@ -161,7 +166,7 @@ func TestFeedReadsNothingWithoutStreams(t *testing.T) {
 	at := claimAll(t, store, "d")
 	wantChanges(t, collect(t, f, head, 1), []string{"d"}, at)
 	closeStream()
-	waitPaused(t, store)
+	waitPaused(t, f, store)
 	reads := store.reads.Load()
 	claimAll(t, store, "e", "f", "g")
 	time.Sleep(100 * time.Millisecond)
@@ -179,7 +184,7 @@ func TestFeedStreamAfterPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeFirst()
-	waitPaused(t, store)
+	waitPaused(t, f, store)
 	before := claimAll(t, store, "a", "b")
 	closeStream := f.Open()
 	defer closeStream()
@@ -209,7 +214,7 @@ func TestFeedResumeAcrossPause(t *testing.T) {
 	at := claimAll(t, store, ids...)
 	wantChanges(t, collect(t, f, head, len(ids)), ids, at)
 	closeStream()
-	waitPaused(t, store)
+	waitPaused(t, f, store)
 	paused := []string{"d", "e", "f"}
 	at = append(at, claimAll(t, store, paused...)...)
 	closeStream = f.Open()
