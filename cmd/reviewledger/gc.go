@@ -9,7 +9,7 @@ import (
 // sets neither GOGC nor GOMEMLIMIT: a review allocates about 26 KB that
 // lives for milliseconds over a small live heap, so Go's default of 100
 // collects very often; at 200 the server spent about a tenth less CPU per
-// review in the end-to-end benchmark, for about 10 MiB more RSS
+// review in the end-to-end benchmark, for about 8 MiB more RSS
 // (docs/benchmarks.md).
 const serveGCPercent = 200
 
