@@ -14,13 +14,27 @@ import (
 // canonical bytes: stream, revision, type, actor and the stored body, each
 // length-prefixed so no two different events share an input.
 func chainHash(prev, stream string, rev uint64, typ string, data []byte, actor string) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(prev), []byte(stream), []byte(strconv.FormatUint(rev, 10)), []byte(typ), []byte(actor), data} {
-		h.Write([]byte(strconv.Itoa(len(part))))
-		h.Write([]byte{':'})
-		h.Write(part)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	var num [20]byte
+	revision := strconv.AppendUint(num[:0], rev, 10)
+	in := make([]byte, 0, len(prev)+len(stream)+len(revision)+len(typ)+len(actor)+len(data)+6*8)
+	in = appendPart(in, prev)
+	in = appendPart(in, stream)
+	in = appendPart(in, revision)
+	in = appendPart(in, typ)
+	in = appendPart(in, actor)
+	in = appendPart(in, data)
+	sum := sha256.Sum256(in)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
+}
+
+// appendPart appends one part of a hash's input: its length in decimal, a
+// colon, the part.
+func appendPart[T string | []byte](in []byte, part T) []byte {
+	in = strconv.AppendInt(in, int64(len(part)), 10)
+	in = append(in, ':')
+	return append(in, part...)
 }
 
 // ErrTampered reports a history whose hash chain does not hold.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -27,9 +28,9 @@ const (
 // append took the same revisions or an event ID is already stored.
 const appendSQL = `
 INSERT INTO event (stream, revision, id, type, data, metadata)
-SELECT $1, cur.rev + e.ord, e.id, e.type, e.data, e.metadata
+SELECT $1, cur.rev + e.ord, e.id::uuid, e.type, e.data, e.metadata
 FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur,
-	unnest($2::uuid[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
+	unnest($2::text[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
 WHERE CASE $6::int
 	WHEN 1 THEN cur.rev = -1
 	WHEN 2 THEN cur.rev >= 0
@@ -180,8 +181,8 @@ func insertQuery(p part) (string, []any) {
 	}
 	ids := make([]string, len(events))
 	types := make([]string, len(events))
-	data := make([][]byte, len(events))
-	meta := make([][]byte, len(events))
+	data := make(pgtype.FlatArray[[]byte], len(events))
+	meta := make(pgtype.FlatArray[[]byte], len(events))
 	for i, e := range events {
 		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata)
 	}
@@ -222,7 +223,7 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 }
 
 // selectByID reads the stored events with the IDs of $1.
-const selectByID = selectEvents + ` WHERE id = ANY($1::uuid[])`
+const selectByID = selectEvents + ` WHERE id = ANY($1::text[]::uuid[])`
 
 func eventIDs(events []eventstore.EventData) []string {
 	ids := make([]string, len(events))
