@@ -215,7 +215,7 @@ func collectInsert(rows pgx.Rows) (eventstore.AppendResult, bool, error) {
 // else, and false when none is stored.
 func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
 	rows, _ := s.pool.Query(ctx, selectByID, eventIDs(events))
-	stored, err := pgx.CollectRows(rows, scanEvent)
+	stored, err := collectEvents(rows)
 	if err != nil {
 		return eventstore.AppendResult{}, false, storeErr("append to "+stream, ctx, err)
 	}

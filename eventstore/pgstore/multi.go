@@ -279,7 +279,7 @@ func (s *Store) lookup(ctx context.Context, parts []part, rest []int) (map[strin
 	b.Queue(resolveSQL, streams)
 	br := s.pool.SendBatch(ctx, b)
 	rows, _ := br.Query()
-	stored, err := pgx.CollectRows(rows, scanEvent)
+	stored, err := collectEvents(rows)
 	var current []int64
 	if err == nil {
 		rows, _ = br.Query()

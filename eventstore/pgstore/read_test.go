@@ -1,0 +1,113 @@
+package pgstore_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+// TestReadsInEitherFormat reads the same events through a pool on the
+// extended protocol (bodies in binary format, read by the reusing scanner)
+// and one on the simple protocol (every column in text format, read row by
+// row by pgx's own scan), and wants the same events from both: bodies and
+// metadata empty, large and with every byte value, types repeated and new.
+func TestReadsInEitherFormat(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func(mode pgx.QueryExecMode) *pgstore.Store {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 2
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		s := pgstore.New(pool, pgstore.Config{})
+		t.Cleanup(s.Close)
+		return s
+	}
+	binary, text := open(pgx.QueryExecModeCacheStatement), open(pgx.QueryExecModeSimpleProtocol)
+
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	bodies := []struct {
+		typ        string
+		data, meta []byte
+	}{
+		{"Submitted", []byte(`{"review_id":"a"}`), []byte(`{"actor":"platform"}`)},
+		{"Submitted", nil, nil},
+		{"Décidé", []byte(strings.Repeat("x", 70_000)), nil},
+		{"Submitted", every, every[:1]},
+		{"AttemptStarted", []byte(`{}`), []byte(`{"hash":"ab"}`)},
+	}
+	for i, b := range bodies {
+		stream := []string{"review-a", "review-b"}[i%2]
+		if _, err := binary.Append(ctx, stream, eventstore.Any, eventstore.EventData{ID: eventstoretest.NewID(), Type: b.typ, Data: b.data, Metadata: b.meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(s *pgstore.Store) []eventstore.RecordedEvent {
+		for {
+			got, err := s.ReadAll(ctx, eventstore.Start, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == len(bodies) {
+				return got
+			}
+			if err := s.WaitForEvents(ctx, eventstore.Start); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fromBinary, fromText := read(binary), read(text)
+	if !reflect.DeepEqual(fromBinary, fromText) {
+		t.Fatalf("ReadAll differs by format:\nbinary %+v\ntext   %+v", fromBinary, fromText)
+	}
+	for i, e := range fromBinary {
+		b := bodies[i]
+		if e.Type != b.typ || string(e.Data) != string(b.data) || string(e.Metadata) != string(b.meta) {
+			t.Errorf("event %d: read %q %q %q, appended %q %q %q", i, e.Type, e.Data, e.Metadata, b.typ, b.data, b.meta)
+		}
+		if e.Data == nil || e.Metadata == nil {
+			t.Errorf("event %d: a nil body or metadata; an empty one is read as empty, not nil", i)
+		}
+	}
+	// The body and the metadata share one copy: growing the body must not
+	// write into the metadata.
+	first := fromBinary[0]
+	meta := string(first.Metadata)
+	_ = append(first.Data, "!!!!"...)
+	if string(first.Metadata) != meta {
+		t.Fatalf("appending to the body changed the metadata to %q", first.Metadata)
+	}
+	stream, err := binary.ReadStream(ctx, "review-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamText, err := text.ReadStream(ctx, "review-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stream) != 3 || !reflect.DeepEqual(stream, streamText) {
+		t.Fatalf("ReadStream differs by format or is short:\nbinary %+v\ntext   %+v", stream, streamText)
+	}
+}
