@@ -58,6 +58,7 @@ bench-e2e: build ## End to end: the built binary over HTTP with an instant provi
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateReviewID$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./domain/

@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -29,11 +30,25 @@ import (
 // fields carry json tags. Errors are *domain.FieldError naming the member at
 // fault ("body" when it is the object itself) and wrap ErrInvalidRequest.
 func decodeJSON(body []byte, v any) error {
+	if plainBody(body, typeOf(v)) {
+		err := json.Unmarshal(body, v)
+		if err == nil {
+			return nil
+		}
+		reflect.ValueOf(v).Elem().SetZero() // the strict reading reports it, from nothing
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict is decodeJSON member by member: it reads the object's
+// members as sent, checks each, and decodes the known ones only. It is the
+// reference decodeJSON's quicker reading must agree with (FuzzDecodeJSON).
+func decodeStrict(body []byte, v any) error {
 	members, err := readObject(body)
 	if err != nil {
 		return err
 	}
-	known := jsonNames(v)
+	known := typeOf(v).names
 	var filtered bytes.Buffer
 	filtered.WriteByte('{')
 	for _, m := range members {
@@ -190,17 +205,183 @@ func hex4(raw []byte, at int) (rune, bool) {
 	return r, true
 }
 
-// jsonNames returns the member names of the struct v points to.
-func jsonNames(v any) map[string]bool {
+// bodyType is what decodeJSON needs to know of the struct a body is
+// decoded into.
+type bodyType struct {
+	names map[string]bool // the member names of its fields
+	// plain: every exported field has a json name of its own, none is
+	// embedded, so encoding/json matches a member to a field by that name
+	// alone (up to case, which plainBody rules out).
+	plain bool
+}
+
+var bodyTypes sync.Map // reflect.Type → *bodyType
+
+// typeOf returns the bodyType of the struct v points to.
+func typeOf(v any) *bodyType {
 	t := reflect.TypeOf(v).Elem()
-	names := make(map[string]bool, t.NumField())
+	if bt, ok := bodyTypes.Load(t); ok {
+		return bt.(*bodyType)
+	}
+	bt := &bodyType{names: make(map[string]bool, t.NumField()), plain: true}
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name != "" && name != "-" {
-			names[name] = true
+			bt.names[name] = true
+		}
+		if f.IsExported() && (f.Anonymous || name == "" || name == "-") {
+			bt.plain = false
 		}
 	}
-	return names
+	bodyTypes.Store(t, bt)
+	return bt
+}
+
+// plainBody reports whether encoding/json, decoding body into a struct
+// of type bt as it is, reads what the strict reading would: the text is
+// valid UTF-8 and holds no \u escape (so no surrogate is replaced), the
+// top-level member names hold no escape and appear once each, and every
+// name is a field's own or ASCII that does not match one up to case. Its
+// answer is only trusted for a body encoding/json then accepts; anything
+// else takes the strict reading, which says what is wrong.
+func plainBody(body []byte, bt *bodyType) bool {
+	if !bt.plain || !utf8.Valid(body) || bytes.Contains(body, []byte(`\u`)) {
+		return false
+	}
+	var buf [16][]byte
+	names, ok := topNames(body, buf[:0])
+	if !ok {
+		return false
+	}
+	for i, name := range names {
+		for _, before := range names[:i] {
+			if bytes.Equal(name, before) {
+				return false
+			}
+		}
+		if bt.names[string(name)] {
+			continue
+		}
+		for _, c := range name {
+			if c >= utf8.RuneSelf {
+				return false
+			}
+		}
+		for known := range bt.names {
+			if strings.EqualFold(known, string(name)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// topNames appends the names of the members of the JSON object body to
+// names, reading only as far as needed to find them; ok is false for a
+// body that is not an object of at most cap(names) members with
+// unescaped names. For valid JSON the names are exact; for anything else
+// they are only a guess, which encoding/json then refuses.
+func topNames(body []byte, names [][]byte) ([][]byte, bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return names, skipSpace(body, i+1) == len(body)
+	}
+	for len(names) < cap(names) {
+		if i >= len(body) || body[i] != '"' {
+			return nil, false
+		}
+		end := bytes.IndexByte(body[i+1:], '"')
+		if end < 0 {
+			return nil, false
+		}
+		name := body[i+1 : i+1+end]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			return nil, false
+		}
+		names = append(names, name)
+		i = skipSpace(body, i+2+end)
+		if i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		var ok bool
+		if i, ok = skipValue(body, skipSpace(body, i+1)); !ok {
+			return nil, false
+		}
+		i = skipSpace(body, i)
+		switch {
+		case i < len(body) && body[i] == ',':
+			i = skipSpace(body, i+1)
+		case i < len(body) && body[i] == '}':
+			return names, skipSpace(body, i+1) == len(body)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// skipValue returns the index just past the JSON value at body[i:].
+func skipValue(body []byte, i int) (int, bool) {
+	if i >= len(body) {
+		return 0, false
+	}
+	switch body[i] {
+	case '"':
+		return skipString(body, i)
+	case '{', '[':
+		depth := 0
+		for i < len(body) {
+			switch body[i] {
+			case '"':
+				end, ok := skipString(body, i)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return 0, false
+	default: // a number, true, false or null
+		for i < len(body) && body[i] != ',' && body[i] != '}' && skipSpace(body, i) == i {
+			i++
+		}
+		return i, true
+	}
+}
+
+// skipString returns the index just past the JSON string starting at
+// body[i].
+func skipString(body []byte, i int) (int, bool) {
+	for i++; i < len(body); i++ {
+		switch body[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(body []byte, i int) int {
+	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // refuseUnknown answers a 400 naming the first member of the JSON object
@@ -211,7 +392,7 @@ func refuseUnknown(body []byte, v any, prefix string) error {
 	if err != nil {
 		return err
 	}
-	known := jsonNames(v)
+	known := typeOf(v).names
 	for _, m := range members {
 		if !known[m.name] {
 			return fieldError(prefix+m.name, "is not a member of this body")
