@@ -28,9 +28,9 @@ const (
 // append took the same revisions or an event ID is already stored.
 const appendSQL = `
 INSERT INTO event (stream, revision, id, type, data, metadata)
-SELECT $1, cur.rev + e.ord, e.id::uuid, e.type, e.data, e.metadata
+SELECT $1, cur.rev + e.ord, e.id, e.type, e.data, e.metadata
 FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur,
-	unnest($2::text[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
+	unnest($2::text[]::uuid[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
 WHERE CASE $6::int
 	WHEN 1 THEN cur.rev = -1
 	WHEN 2 THEN cur.rev >= 0

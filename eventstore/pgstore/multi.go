@@ -43,8 +43,8 @@ WITH ok AS (
 	END
 )
 INSERT INTO event (stream, revision, id, type, data, metadata)
-SELECT ok.stream, ok.rev + e.ord, e.id::uuid, e.type, e.data, e.metadata
-FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bytea[], $9::bytea[]) WITH ORDINALITY AS e(i, ord, id, type, data, metadata, n)
+SELECT ok.stream, ok.rev + e.ord, e.id, e.type, e.data, e.metadata
+FROM unnest($4::bigint[], $5::bigint[], $6::text[]::uuid[], $7::text[], $8::bytea[], $9::bytea[]) WITH ORDINALITY AS e(i, ord, id, type, data, metadata, n)
 	JOIN ok ON ok.i = e.i
 ORDER BY e.n
 RETURNING stream, revision, xid::text::bigint, seq`

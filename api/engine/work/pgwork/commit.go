@@ -62,12 +62,12 @@ func changesOf(appends []eventstore.StreamAppend, effects []any) ([]change, erro
 
 // written is the guard of every change: its stream's last event was
 // inserted by the current transaction.
-const written = `EXISTS (SELECT 1 FROM event e WHERE e.id = x.event_id::uuid AND e.xid = pg_current_xact_id())`
+const written = `EXISTS (SELECT 1 FROM event e WHERE e.id = x.event_id AND e.xid = pg_current_xact_id())`
 
 const (
 	createPayloadSQL = `INSERT INTO review_payload (review_id, digest, content_type, content, stored_at)
 SELECT x.review_id, x.digest, x.content_type, x.content, x.stored_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], $6::text[])
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], $6::text[]::uuid[])
 	AS x(review_id, digest, content_type, content, stored_at, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET digest = EXCLUDED.digest, content_type = EXCLUDED.content_type,
@@ -75,22 +75,22 @@ ON CONFLICT (review_id) DO UPDATE SET digest = EXCLUDED.digest, content_type = E
 
 	createWorkSQL = `INSERT INTO review_work (review_id, deadline, due_at, owner_id, lease_until)
 SELECT x.review_id, x.deadline, x.due_at, nullif(x.owner_id, ''), CASE WHEN x.owner_id = '' THEN NULL ELSE x.lease_until END
-FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::timestamptz[], $6::text[])
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::timestamptz[], $6::text[]::uuid[])
 	AS x(review_id, deadline, due_at, owner_id, lease_until, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
 	owner_id = EXCLUDED.owner_id, lease_until = EXCLUDED.lease_until, awaiting = 0`
 
 	parkSQL = `UPDATE review_work w SET due_at = x.until, awaiting = x.awaiting, owner_id = NULL, lease_until = NULL
-FROM unnest($1::text[], $2::timestamptz[], $3::int[], $4::text[], $5::text[]) AS x(review_id, until, awaiting, owner_id, event_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::int[], $4::text[], $5::text[]::uuid[]) AS x(review_id, until, awaiting, owner_id, event_id)
 WHERE w.review_id = x.review_id AND w.owner_id = x.owner_id AND ` + written
 
-	releaseSQL = `DELETE FROM review_work w USING unnest($1::text[], $2::text[]) AS x(review_id, event_id)
+	releaseSQL = `DELETE FROM review_work w USING unnest($1::text[], $2::text[]::uuid[]) AS x(review_id, event_id)
 WHERE w.review_id = x.review_id AND ` + written
 
 	reopenSQL = `INSERT INTO review_work (review_id, deadline, due_at)
 SELECT x.review_id, x.deadline, x.due_at
-FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[]) AS x(review_id, deadline, due_at, event_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[]::uuid[]) AS x(review_id, deadline, due_at, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
 	owner_id = NULL, lease_until = NULL, awaiting = 0`
