@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 )
 
 // Expectation codes, as appendSQL's CASE reads them.
@@ -179,12 +179,12 @@ func insertQuery(p part) (string, []any) {
 		e := events[0]
 		return appendOneSQL, []any{p.Stream, e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata), p.code, p.rev}
 	}
-	ids := make([]string, len(events))
-	types := make([]string, len(events))
-	data := make(pgtype.FlatArray[[]byte], len(events))
-	meta := make(pgtype.FlatArray[[]byte], len(events))
+	ids := make(pgarray.Text, len(events))
+	types := make(pgarray.Text, len(events))
+	data := make(pgarray.Bytes, len(events))
+	meta := make(pgarray.Bytes, len(events))
 	for i, e := range events {
-		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, nonNil(e.Data), nonNil(e.Metadata)
+		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, e.Data, e.Metadata // nil is sent empty
 	}
 	return appendSQL, []any{p.Stream, ids, types, data, meta, p.code, p.rev}
 }

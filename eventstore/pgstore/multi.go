@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 )
 
 // Statement is SQL run in the transaction of an AppendMultiWith.
@@ -175,20 +175,21 @@ func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (
 // instead of deadlocking.
 func multiArgs(parts []part) ([]any, map[string]int) {
 	order := make([]int, len(parts))
+	n := 0
 	for i := range order {
 		order[i] = i
+		n += len(parts[i].Events)
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(parts[a].Stream, parts[b].Stream) })
 	var (
-		streams  = make([]string, len(parts))
-		codes    = make([]int32, len(parts))
-		revs     = make([]int64, len(parts))
-		index    = make(map[string]int, len(parts))
-		at, ords []int64
-		ids      []string
-		types    []string
-		data     pgtype.FlatArray[[]byte]
-		meta     pgtype.FlatArray[[]byte]
+		streams    = make(pgarray.Text, len(parts))
+		codes      = make(pgarray.Int4, len(parts))
+		revs       = make(pgarray.Int8, len(parts))
+		index      = make(map[string]int, len(parts))
+		at, ords   = make(pgarray.Int8, 0, n), make(pgarray.Int8, 0, n)
+		ids        = make(pgarray.Text, 0, n)
+		types      = make(pgarray.Text, 0, n)
+		data, meta = make(pgarray.Bytes, 0, n), make(pgarray.Bytes, 0, n)
 	)
 	for k, i := range order {
 		p := parts[i]
@@ -197,7 +198,7 @@ func multiArgs(parts []part) ([]any, map[string]int) {
 		for j, e := range p.Events {
 			at, ords = append(at, int64(k+1)), append(ords, int64(j+1))
 			ids, types = append(ids, e.ID), append(types, e.Type)
-			data, meta = append(data, nonNil(e.Data)), append(meta, nonNil(e.Metadata))
+			data, meta = append(data, e.Data), append(meta, e.Metadata) // nil is sent empty
 		}
 	}
 	return []any{streams, codes, revs, at, ords, ids, types, data, meta}, index

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 )
 
 // Commit implements ledger.Committer. With pgstore, every append and every
@@ -101,19 +100,19 @@ ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXC
 func statements(changes []change) []pgstore.Statement {
 	var (
 		create struct {
-			ids, digests, types, owners, events []string
-			contents                            pgtype.FlatArray[[]byte]
-			at, deadlines, leases               []time.Time
+			ids, digests, types, owners, events pgarray.Text
+			contents                            pgarray.Bytes
+			at, deadlines, leases               pgarray.Timestamptz
 		}
 		park struct {
-			ids, owners, events []string
-			until               []time.Time
-			awaiting            []int32
+			ids, owners, events pgarray.Text
+			until               pgarray.Timestamptz
+			awaiting            pgarray.Int4
 		}
-		release struct{ ids, events []string }
+		release struct{ ids, events pgarray.Text }
 		reopen  struct {
-			ids, events   []string
-			deadlines, at []time.Time
+			ids, events   pgarray.Text
+			deadlines, at pgarray.Timestamptz
 		}
 	)
 	for _, c := range changes {
@@ -122,7 +121,7 @@ func statements(changes []change) []pgstore.Statement {
 			create.ids = append(create.ids, c.ReviewID)
 			create.digests = append(create.digests, c.Payload.Digest)
 			create.types = append(create.types, c.Payload.ContentType)
-			create.contents = append(create.contents, nonNil(c.Payload.Content))
+			create.contents = append(create.contents, c.Payload.Content) // nil is sent empty
 			create.at = append(create.at, c.At)
 			create.deadlines = append(create.deadlines, c.Deadline)
 			create.owners = append(create.owners, c.Owner)
