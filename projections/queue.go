@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 )
 
 // queueProjection keeps manual_queue: the reviews in manual_review, with
@@ -404,10 +405,10 @@ func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, stat
 
 // candidateCols are candidate rows as columns, for unnest.
 type candidateCols struct {
-	ids, classes, claims      []string
-	priority, required, round []int32
+	ids, classes, claims      pgarray.Text
+	priority, required, round pgarray.Int4
 	gate                      []bool
-	sla                       []int64
+	sla                       pgarray.Int8
 }
 
 func (c *candidateCols) add(id string, r *candidateRow) {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 )
 
 // summaryProjection keeps review_summary: one row per review, the state the
@@ -161,13 +163,13 @@ func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, 
 	}
 	n := len(order)
 	var (
-		ids, classes, states        = make([]string, n), make([]string, n), make([]string, n)
-		attempts                    = make([]int32, n)
-		versions                    = make([]int64, n)
-		submitted, deadlines, upd   = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		decidedAt, escalatedAt      = make([]*time.Time, n), make([]*time.Time, n)
-		decidedBy, escalationReason = make([]*string, n), make([]*string, n)
-		reasons                     = make([]string, n)
+		ids, classes, states        = make(pgarray.Text, n), make(pgarray.Text, n), make(pgarray.Text, n)
+		attempts                    = make(pgarray.Int4, n)
+		versions                    = make(pgarray.Int8, n)
+		submitted, deadlines, upd   = make(pgarray.Timestamptz, n), make(pgarray.Timestamptz, n), make(pgarray.Timestamptz, n)
+		decidedAt, escalatedAt      = make(pgarray.Of[pgtype.Timestamptz], n), make(pgarray.Of[pgtype.Timestamptz], n)
+		decidedBy, escalationReason = make(pgarray.Of[pgtype.Text], n), make(pgarray.Of[pgtype.Text], n)
+		reasons                     = make(pgarray.Text, n)
 		humanGate                   = make([]bool, n)
 	)
 	for i, id := range order {
@@ -179,8 +181,8 @@ func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, 
 		ids[i], classes[i], states[i] = r.reviewID, r.class, string(r.state)
 		attempts[i], versions[i] = int32(r.attempts), r.version
 		submitted[i], deadlines[i], upd[i] = r.submittedAt, r.deadline, r.updatedAt
-		decidedAt[i], decidedBy[i], reasons[i] = r.decidedAt, r.decidedBy, string(b)
-		escalationReason[i], escalatedAt[i], humanGate[i] = r.escalationReason, r.escalatedAt, r.humanGate
+		decidedAt[i], decidedBy[i], reasons[i] = nullTime(r.decidedAt), nullText(r.decidedBy), string(b)
+		escalationReason[i], escalatedAt[i], humanGate[i] = nullText(r.escalationReason), nullTime(r.escalatedAt), r.humanGate
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO `+t.name("review_summary")+` (`+summaryColumns+`)
 		SELECT u.id, u.class, u.state, u.attempts, u.version, u.submitted, u.deadline,
@@ -204,6 +206,22 @@ func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// nullTime is t as a timestamptz parameter, NULL for nil.
+func nullTime(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
+}
+
+// nullText is s as a text parameter, NULL for nil.
+func nullText(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
+}
 
 func nonNil(s []string) []string {
 	if s == nil {

@@ -93,3 +93,11 @@ type int4Elem int32
 func (n *int4Elem) Int64Value() (pgtype.Int8, error) {
 	return pgtype.Int8{Int64: int64(*n), Valid: true}, nil
 }
+
+// Of is an array of pgx's own value types (pgtype.Text, pgtype.Timestamptz
+// and the like), whose Valid false is a NULL element.
+type Of[T any] []T
+
+func (a Of[T]) Dimensions() []pgtype.ArrayDimension { return dimensions(a == nil, len(a)) }
+func (a Of[T]) Index(i int) any                     { return &a[i] }
+func (a Of[T]) IndexType() any                      { return (*T)(nil) }

@@ -36,8 +36,12 @@ func cases() []struct {
 		{"timestamptz", pgtype.TimestamptzArrayOID, []time.Time{at, at.Add(-time.Hour).In(time.FixedZone("x", 3600)), {}}, pgarray.Timestamptz{at, at.Add(-time.Hour).In(time.FixedZone("x", 3600)), {}}},
 		{"bigint", pgtype.Int8ArrayOID, []int64{0, 1, -1, 1 << 62}, pgarray.Int8{0, 1, -1, 1 << 62}},
 		{"int", pgtype.Int4ArrayOID, []int32{0, 3, -7, 1 << 30}, pgarray.Int4{0, 3, -7, 1 << 30}},
+		{"text with NULL", pgtype.TextArrayOID, []*string{ptr("a"), nil, ptr("")}, pgarray.Of[pgtype.Text]{{String: "a", Valid: true}, {}, {Valid: true}}},
+		{"timestamptz with NULL", pgtype.TimestamptzArrayOID, []*time.Time{nil, &at}, pgarray.Of[pgtype.Timestamptz]{{}, {Time: at, Valid: true}}},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // TestEncodesAsPgxDoes: each type encodes in binary format the very bytes
 // pgx encodes for the plain slice, NULL for nil.
@@ -73,6 +77,8 @@ func TestNoAllocationPerElement(t *testing.T) {
 		{"timestamptz", pgtype.TimestamptzArrayOID, pgarray.Timestamptz{at}, pgarray.Timestamptz(repeat(at))},
 		{"bigint", pgtype.Int8ArrayOID, pgarray.Int8{1000}, pgarray.Int8(repeat(int64(1000)))},
 		{"int", pgtype.Int4ArrayOID, pgarray.Int4{1000}, pgarray.Int4(repeat(int32(1000)))},
+		{"text with NULL", pgtype.TextArrayOID, pgarray.Of[pgtype.Text]{{}}, pgarray.Of[pgtype.Text](repeat(pgtype.Text{String: "review-a", Valid: true}))},
+		{"timestamptz with NULL", pgtype.TimestamptzArrayOID, pgarray.Of[pgtype.Timestamptz]{{}}, pgarray.Of[pgtype.Timestamptz](repeat(pgtype.Timestamptz{Time: at, Valid: true}))},
 	} {
 		allocs := func(v any) float64 {
 			return testing.AllocsPerRun(50, func() {
@@ -120,6 +126,15 @@ func TestRoundTrip(t *testing.T) {
 		if ts, ok := want.([]time.Time); ok {
 			for i := range ts {
 				if !got.([]time.Time)[i].Equal(ts[i]) {
+					t.Errorf("%s: read back %v, sent %v", c.name, got, want)
+				}
+			}
+			continue
+		}
+		if ts, ok := want.([]*time.Time); ok {
+			for i, w := range ts {
+				g := got.([]*time.Time)[i]
+				if (g == nil) != (w == nil) || g != nil && !g.Equal(*w) {
 					t.Errorf("%s: read back %v, sent %v", c.name, got, want)
 				}
 			}
