@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -54,6 +55,16 @@ func FuzzDecodeSubmit(f *testing.F) {
 		}
 		if !bytes.Contains(body, []byte("content_encoding")) && !utf8.Valid(req.Content) {
 			t.Fatalf("content %q from %q is not what a JSON string holds", req.Content, body)
+		}
+		// A string content is what encoding/json reads from it.
+		var members map[string]json.RawMessage
+		if json.Unmarshal(body, &members) == nil && members["content_encoding"] == nil {
+			if raw := members["content"]; len(raw) > 0 && raw[0] == '"' {
+				var want string
+				if err := json.Unmarshal(raw, &want); err != nil || string(req.Content) != want {
+					t.Fatalf("content %q from %q; encoding/json reads %q (%v)", req.Content, body, want, err)
+				}
+			}
 		}
 	})
 }

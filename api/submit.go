@@ -89,6 +89,10 @@ func contentBytes(raw json.RawMessage, encoding string) ([]byte, error) {
 			return nil, fieldError("content", "is not standard base64 (RFC 4648, padded)")
 		}
 		return b, nil
+	case raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
+		// No escape: the text between the quotes is the content (the
+		// decoder has checked the string, and that it is valid UTF-8).
+		return bytes.Clone(raw[1 : len(raw)-1]), nil
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {

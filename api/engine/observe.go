@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -25,8 +27,10 @@ func (e *Engine) recorded(r *domain.Review, events []domain.Event, now time.Time
 				outcome = "finding_callback"
 			}
 			e.metrics.attempts.WithLabelValues(outcome).Inc()
-			e.log.Debug("attempt ended", "review_id", r.ID(), "attempt", ev.Attempt, "outcome", outcome,
-				"elapsed_ms", ev.ElapsedMS, "remaining_budget_ms", remaining)
+			if e.log.Enabled(context.Background(), slog.LevelDebug) { // the arguments cost allocations even when not logged
+				e.log.Debug("attempt ended", "review_id", r.ID(), "attempt", ev.Attempt, "outcome", outcome,
+					"elapsed_ms", ev.ElapsedMS, "remaining_budget_ms", remaining)
+			}
 		case domain.Escalated:
 			e.metrics.escalations.WithLabelValues(string(ev.Reason)).Inc()
 			switch ev.Reason {
@@ -41,7 +45,7 @@ func (e *Engine) recorded(r *domain.Review, events []domain.Event, now time.Time
 				"remaining_budget_ms", remaining, "actor", actor.Name)
 		}
 	}
-	if len(events) > 0 && r.State() != domain.StatePending {
+	if len(events) > 0 && r.State() != domain.StatePending && e.log.Enabled(context.Background(), slog.LevelDebug) {
 		e.log.Debug("review finished", "review_id", r.ID(), "attempt", r.Attempts(), "final_state", string(r.State()),
 			"elapsed_ms", now.Sub(r.SubmittedAt()).Milliseconds(), "remaining_budget_ms", remaining)
 	}

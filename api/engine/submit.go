@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -24,7 +25,10 @@ type SubmitRequest struct {
 // Digest is the payload digest recorded in Submitted: "sha256:<hex>".
 func Digest(content []byte) string {
 	sum := sha256.Sum256(content)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var out [len("sha256:") + 2*sha256.Size]byte
+	n := copy(out[:], "sha256:")
+	hex.Encode(out[n:], sum[:])
+	return string(out[:])
 }
 
 // Submit validates a submission and creates the review: its Submitted
@@ -101,8 +105,10 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		return nil, false, err
 	}
 	e.metrics.submitted.WithLabelValues(req.ContentClass).Inc()
-	e.log.DebugContext(ctx, "review submitted", "review_id", req.ReviewID, "content_class", req.ContentClass,
-		"payload_bytes", len(req.Content), "remaining_budget_ms", class.Budget.Milliseconds(), "owned", owned)
+	if e.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
+		e.log.DebugContext(ctx, "review submitted", "review_id", req.ReviewID, "content_class", req.ContentClass,
+			"payload_bytes", len(req.Content), "remaining_budget_ms", class.Budget.Milliseconds(), "owned", owned)
+	}
 	e.outstanding.created()
 	if owned {
 		j.snap, j.calling = current, len(then) > 0
