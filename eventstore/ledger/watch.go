@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,15 +25,18 @@ type Watcher struct {
 	store   eventstore.Store
 	count   atomic.Int64 // waiters, so that appends with none cost a load
 	mu      sync.Mutex
-	waiters map[string]map[*waiter]struct{}
+	waiters map[string][]*waiter
 	// following is set while Follow reads the global order.
 	following atomic.Bool
 }
 
-type waiter struct{ ch chan *Snapshot }
+type waiter struct {
+	ch   chan *Snapshot
+	done bool // told or stopped; under Watcher.mu
+}
 
 func newWatcher(store eventstore.Store) *Watcher {
-	return &Watcher{store: store, waiters: map[string]map[*waiter]struct{}{}}
+	return &Watcher{store: store, waiters: map[string][]*waiter{}}
 }
 
 // Watcher returns the ledger's watcher.
@@ -47,29 +51,26 @@ func (l *Ledger) Watcher() *Watcher { return l.watch }
 func (w *Watcher) Watch(reviewID string) (changed <-chan *Snapshot, stop func()) {
 	x := &waiter{ch: make(chan *Snapshot, 1)}
 	w.mu.Lock()
-	set := w.waiters[reviewID]
-	if set == nil {
-		set = map[*waiter]struct{}{}
-		w.waiters[reviewID] = set
-	}
-	set[x] = struct{}{}
+	w.waiters[reviewID] = append(w.waiters[reviewID], x)
 	w.mu.Unlock()
 	w.count.Add(1)
-	var once sync.Once
 	return x.ch, func() {
-		once.Do(func() {
-			w.mu.Lock()
-			if set := w.waiters[reviewID]; set != nil {
-				if _, ok := set[x]; ok {
-					delete(set, x)
-					w.count.Add(-1)
-				}
-				if len(set) == 0 {
-					delete(w.waiters, reviewID)
-				}
-			}
-			w.mu.Unlock()
-		})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if x.done {
+			return
+		}
+		x.done = true
+		w.count.Add(-1)
+		list := w.waiters[reviewID]
+		if i := slices.Index(list, x); i >= 0 {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(w.waiters, reviewID)
+		} else {
+			w.waiters[reviewID] = list
+		}
 	}
 }
 
@@ -87,10 +88,13 @@ func (w *Watcher) changed(reviewID string, snap *Snapshot) {
 		return
 	}
 	w.mu.Lock()
-	set := w.waiters[reviewID]
+	list := w.waiters[reviewID]
 	delete(w.waiters, reviewID)
+	for _, x := range list {
+		x.done = true
+	}
 	w.mu.Unlock()
-	for x := range set {
+	for _, x := range list {
 		w.count.Add(-1)
 		x.ch <- snap
 	}
