@@ -96,6 +96,9 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration, first
 		last = rv
 		select {
 		case told := <-changed:
+			if told != nil && told.State() != domain.StatePending {
+				return told, nil // told what it came to: nothing to watch for any more
+			}
 			read = func() (*ledger.Snapshot, error) {
 				if told != nil {
 					return told, nil
