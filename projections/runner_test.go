@@ -87,11 +87,18 @@ func checkCounts(t *testing.T, e *env, st workload.Stats) {
 
 func TestIncrementalEqualsRebuild(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"memstore", "pgstore"} {
+	// The last: every statement on pgx's simple protocol (which a
+	// connection string chooses with default_query_exec_mode), the
+	// arguments sent as untyped text.
+	for _, backend := range []string{"memstore", "pgstore", "pgstore, simple protocol"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			if backend == "pgstore" {
+			if backend == "pgstore, simple protocol" {
+				e.pool = dbtest.PoolWith(t, dbtest.SimpleProtocol)
+				e.db = NewDB(e.pool)
+			}
+			if backend != "memstore" {
 				s := pgstore.New(e.pool, pgstore.Config{PollInterval: 50 * time.Millisecond})
 				t.Cleanup(s.Close)
 				e.store, e.ledger = s, ledger.New(s)

@@ -25,6 +25,17 @@ func TestConformance(t *testing.T) {
 	eventstoretest.Run(t, func(t *testing.T) eventstore.Store { return newStore(t) })
 }
 
+// TestConformanceSimpleProtocol runs the suite on a pool that sends every
+// argument as untyped text (pgx's simple protocol, which a connection
+// string chooses with default_query_exec_mode=simple_protocol).
+func TestConformanceSimpleProtocol(t *testing.T) {
+	eventstoretest.Run(t, func(t *testing.T) eventstore.Store {
+		s := pgstore.New(dbtest.PoolWith(t, dbtest.SimpleProtocol), pgstore.Config{})
+		t.Cleanup(s.Close)
+		return s
+	})
+}
+
 // TestHeldBackByOpenTransaction writes an event in a transaction left open,
 // appends another after it, and checks that the later one stays unreadable
 // until the earlier commits, then both come in transaction order: the case

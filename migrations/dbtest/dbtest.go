@@ -68,11 +68,28 @@ var (
 // Pool returns a pool on a new, fully migrated database of its own.
 func Pool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
+	return PoolWith(tb, nil)
+}
+
+// SimpleProtocol sets a pool to pgx's simple protocol (what a connection
+// string's default_query_exec_mode=simple_protocol chooses): every
+// argument is sent as untyped text.
+func SimpleProtocol(cfg *pgxpool.Config) {
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+}
+
+// PoolWith is Pool with configure (when not nil) applied to the pool's
+// configuration first, e.g. SimpleProtocol.
+func PoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(URL(tb))
 	if err != nil {
 		tb.Fatalf("dbtest: %v", err)
 	}
 	cfg.MaxConns = MaxConns
+	if configure != nil {
+		configure(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupBudget)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -3,11 +3,14 @@ package pgarray_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -109,39 +112,72 @@ func repeat[T any](v T) []T {
 	return s
 }
 
-// TestRoundTrip sends each array to PostgreSQL and reads it back.
+// TestRoundTrip sends each array to PostgreSQL and reads it back, on each
+// query mode: with the statement described (binary, pgx knows the
+// parameter's type) and on the exec and simple protocols (pgx knows no
+// type: the array goes as its text literal), and NULL for a nil slice.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t)
+	url := dbtest.URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	types := map[uint32]string{pgtype.TextArrayOID: "text[]", pgtype.ByteaArrayOID: "bytea[]", pgtype.TimestamptzArrayOID: "timestamptz[]",
 		pgtype.Int8ArrayOID: "bigint[]", pgtype.Int4ArrayOID: "int[]"}
-	for _, c := range cases() {
-		dst := reflect.New(reflect.TypeOf(c.plain))
-		if err := pool.QueryRow(ctx, "SELECT $1::"+types[c.oid], c.ours).Scan(dst.Interface()); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, want := dst.Elem().Interface(), c.plain
-		if ts, ok := want.([]time.Time); ok {
-			for i := range ts {
-				if !got.([]time.Time)[i].Equal(ts[i]) {
-					t.Errorf("%s: read back %v, sent %v", c.name, got, want)
-				}
+		cfg.MaxConns = 1
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		for _, c := range cases() {
+			name := fmt.Sprintf("%s, %v", c.name, mode)
+			var isNull bool
+			if err := pool.QueryRow(ctx, "SELECT $1::"+types[c.oid]+" IS NULL", c.ours).Scan(&isNull); err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-			continue
-		}
-		if ts, ok := want.([]*time.Time); ok {
-			for i, w := range ts {
-				g := got.([]*time.Time)[i]
-				if (g == nil) != (w == nil) || g != nil && !g.Equal(*w) {
-					t.Errorf("%s: read back %v, sent %v", c.name, got, want)
-				}
+			if isNull != reflect.ValueOf(c.plain).IsNil() {
+				t.Errorf("%s: NULL is %v, want %v", name, isNull, reflect.ValueOf(c.plain).IsNil())
 			}
-			continue
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: read back %#v, sent %#v", c.name, got, want)
+			if isNull {
+				continue
+			}
+			dst := reflect.New(reflect.TypeOf(c.plain))
+			if err := pool.QueryRow(ctx, "SELECT $1::"+types[c.oid], c.ours).Scan(dst.Interface()); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !sameArray(dst.Elem().Interface(), c.plain) {
+				t.Errorf("%s: read back %#v, sent %#v", name, dst.Elem().Interface(), c.plain)
+			}
 		}
 	}
+}
+
+// sameArray compares what was read back with what was sent: times as
+// instants.
+func sameArray(got, want any) bool {
+	switch w := want.(type) {
+	case []time.Time:
+		g := got.([]time.Time)
+		for i := range w {
+			if !g[i].Equal(w[i]) {
+				return false
+			}
+		}
+		return len(g) == len(w)
+	case []*time.Time:
+		g := got.([]*time.Time)
+		for i := range w {
+			if (g[i] == nil) != (w[i] == nil) || g[i] != nil && !g[i].Equal(*w[i]) {
+				return false
+			}
+		}
+		return len(g) == len(w)
+	}
+	return reflect.DeepEqual(got, want)
 }

@@ -25,6 +25,19 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// On pgstore on a pool that sends every argument as untyped text (pgx's
+// simple protocol, which a connection string chooses with
+// default_query_exec_mode=simple_protocol).
+func TestConformanceSimpleProtocol(t *testing.T) {
+	worktest.Run(t, func(t *testing.T) worktest.Subject {
+		pool := dbtest.PoolWith(t, dbtest.SimpleProtocol)
+		events := pgstore.New(pool, pgstore.Config{})
+		t.Cleanup(events.Close)
+		s := pgwork.New(pool, events)
+		return worktest.Subject{Store: s, Ledger: s.Ledger(ledger.GroupCommit{})}
+	})
+}
+
 // On a ledger in another store (as with KurrentDB): the writes ordered
 // around the append.
 func TestConformanceOrdered(t *testing.T) {
