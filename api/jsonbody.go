@@ -209,9 +209,9 @@ func hex4(raw []byte, at int) (rune, bool) {
 // decoded into.
 type bodyType struct {
 	names map[string]bool // the member names of its fields
-	// plain: every exported field has a json name of its own, none is
-	// embedded, so encoding/json matches a member to a field by that name
-	// alone (up to case, which plainBody rules out).
+	// plain: every exported field has a json name of its own and no field
+	// is embedded (exported or not), so encoding/json matches a member to
+	// a field by that name alone (up to case, which plainBody rules out).
 	plain bool
 }
 
@@ -229,8 +229,8 @@ func typeOf(v any) *bodyType {
 		if name != "" && name != "-" {
 			bt.names[name] = true
 		}
-		if f.IsExported() && (f.Anonymous || name == "" || name == "-") {
-			bt.plain = false
+		if f.Anonymous || f.IsExported() && (name == "" || name == "-") {
+			bt.plain = false // encoding/json matches an embedded struct's fields too
 		}
 	}
 	bodyTypes.Store(t, bt)

@@ -8,7 +8,8 @@ import (
 // FuzzDecodeJSON: decodeJSON's quick reading (encoding/json on the body
 // as it is, when plainBody allows it) gives exactly what the strict
 // member-by-member reading gives, value and error, for every body: flat
-// (the submit's) and with nested objects and arrays (the bulk action's).
+// (the submit's, a decision's, a hold's, a requeue's) and with nested
+// objects and arrays (the bulk action's).
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"review_id":"r1","content_class":"caption_suggestion","content_type":"text/plain","content":"hello"}`,
@@ -28,6 +29,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"limit":1e400}`, `{"dry_run":tru}`, `{"content":1.5e3}`, `{}`, ` {} `, `{"a":{}}`, `[]`, `null`, ``, `{"a":"\\"}`,
 		"{\"content\":\"\xff\"}",
 		`{"review_id":"r1","content_class":"c","content":null,"content_encoding":"base64"}`,
+		`{"state":"accepted","note":"ok","expected_version":3}`, `{"expected_version":-1}`, `{"expected_version":1e30}`, `{"Note":"x","expected_version":2}`,
 		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17}`,
 	} {
 		f.Add([]byte(s))
@@ -35,6 +37,9 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		same(t, body, &submitBody{}, &submitBody{})
 		same(t, body, &bulkBody{}, &bulkBody{})
+		same(t, body, &decisionBody{}, &decisionBody{})
+		same(t, body, &holdBody{}, &holdBody{})
+		same(t, body, &requeueBody{}, &requeueBody{})
 	})
 }
 
@@ -78,6 +83,15 @@ func TestPlainBodyTakesTheQuickReading(t *testing.T) {
 	}
 	if typeOf(&struct{ Untagged string }{}).plain {
 		t.Error("a struct with an untagged field is taken as plain")
+	}
+	type inner struct {
+		Note string `json:"note"`
+	}
+	if typeOf(&struct {
+		inner
+		ID string `json:"id"`
+	}{}).plain {
+		t.Error("a struct embedding an unexported struct is taken as plain")
 	}
 }
 

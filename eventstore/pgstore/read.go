@@ -43,7 +43,7 @@ func collectEvents(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
 		return pgx.AppendRows([]eventstore.RecordedEvent(nil), rows, scanEvent)
 	}
 	var (
-		events             []eventstore.RecordedEvent
+		events             = []eventstore.RecordedEvent{} // empty, not nil, as pgx.CollectRows gives
 		id, stream         string
 		revision, xid, seq int64
 		at                 time.Time
@@ -152,7 +152,7 @@ func keep(kept map[string]string, b []byte) string {
 func collectHeads(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
 	defer rows.Close()
 	var (
-		events             []eventstore.RecordedEvent
+		events             = []eventstore.RecordedEvent{} // empty, not nil, as pgx.CollectRows gives
 		stream             string
 		revision, xid, seq int64
 		types              = make(map[string]string)
