@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
@@ -27,18 +26,7 @@ func TestReadsInEitherFormat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	open := func(mode pgx.QueryExecMode) *pgstore.Store {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 2
-		cfg.ConnConfig.DefaultQueryExecMode = mode
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		s := pgstore.New(pool, pgstore.Config{})
+		s := pgstore.New(dbtest.PoolOn(t, url, dbtest.ExecMode(mode)), pgstore.Config{})
 		t.Cleanup(s.Close)
 		return s
 	}

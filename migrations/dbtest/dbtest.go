@@ -71,18 +71,29 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 	return PoolWith(tb, nil)
 }
 
+// ExecMode sets a pool's query mode.
+func ExecMode(mode pgx.QueryExecMode) func(*pgxpool.Config) {
+	return func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode }
+}
+
 // SimpleProtocol sets a pool to pgx's simple protocol (what a connection
 // string's default_query_exec_mode=simple_protocol chooses): every
 // argument is sent as untyped text.
-func SimpleProtocol(cfg *pgxpool.Config) {
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-}
+func SimpleProtocol(cfg *pgxpool.Config) { ExecMode(pgx.QueryExecModeSimpleProtocol)(cfg) }
 
 // PoolWith is Pool with configure (when not nil) applied to the pool's
 // configuration first, e.g. SimpleProtocol.
 func PoolWith(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(URL(tb))
+	return PoolOn(tb, URL(tb), configure)
+}
+
+// PoolOn opens a pool on url (a database URL returned), with configure
+// (when not nil) applied to its configuration first; it is closed in
+// tb.Cleanup. Two pools on one database: PoolOn twice with one URL.
+func PoolOn(tb testing.TB, url string, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatalf("dbtest: %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -124,17 +123,7 @@ func TestRoundTrip(t *testing.T) {
 	types := map[uint32]string{pgtype.TextArrayOID: "text[]", pgtype.ByteaArrayOID: "bytea[]", pgtype.TimestamptzArrayOID: "timestamptz[]",
 		pgtype.Int8ArrayOID: "bigint[]", pgtype.Int4ArrayOID: "int[]"}
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 1
-		cfg.ConnConfig.DefaultQueryExecMode = mode
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		pool := dbtest.PoolOn(t, url, dbtest.ExecMode(mode))
 		for _, c := range cases() {
 			name := fmt.Sprintf("%s, %v", c.name, mode)
 			var isNull bool
