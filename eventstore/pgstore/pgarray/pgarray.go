@@ -12,9 +12,8 @@
 //
 // Where pgx knows no type for a parameter (a pool on the exec or simple
 // protocol, chosen by default_query_exec_mode in the connection string,
-// sends every argument as untyped text),
-// each type is a driver.Valuer giving the array's text literal, as pgx
-// writes it for the array type.
+// sends every argument as untyped text), each type is a driver.Valuer
+// giving the array's text literal, as pgx writes it for the array type.
 package pgarray
 
 import (
