@@ -61,9 +61,21 @@ func (s *Server) canWait(c echo.Context, wait time.Duration) bool {
 	return true
 }
 
+// watchedLoader is a Ledger that can answer a read made after a watch set
+// on its own watcher from the review it keeps, when that watcher vouches
+// nothing was missed (*ledger.Ledger).
+type watchedLoader interface {
+	LoadWatched(ctx context.Context, reviewID string) (*ledger.Snapshot, error)
+	Watcher() *ledger.Watcher
+}
+
 func (s *Server) waitReview(c echo.Context, id string, wait time.Duration) error {
 	ctx := c.Request().Context()
-	rv, err := s.await(ctx, id, wait, func() (*ledger.Snapshot, error) { return s.deps.Ledger.Load(ctx, id) })
+	first := func() (*ledger.Snapshot, error) { return s.deps.Ledger.Load(ctx, id) }
+	if wl, ok := s.deps.Ledger.(watchedLoader); ok && s.deps.Watcher == Watcher(wl.Watcher()) {
+		first = func() (*ledger.Snapshot, error) { return wl.LoadWatched(ctx, id) }
+	}
+	rv, err := s.await(ctx, id, wait, first)
 	if err != nil {
 		return err
 	}

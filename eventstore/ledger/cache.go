@@ -30,6 +30,7 @@ type snapshots struct {
 type cached struct {
 	id   string
 	snap *Snapshot
+	seen epoch // the watcher's, when snap was read or written (LoadWatched)
 }
 
 func newSnapshots() *snapshots {
@@ -37,29 +38,38 @@ func newSnapshots() *snapshots {
 }
 
 func (c *snapshots) get(id string) *Snapshot {
+	snap, _ := c.getSeen(id)
+	return snap
+}
+
+// getSeen is get with the watcher's epoch the snapshot was read or
+// written in.
+func (c *snapshots) getSeen(id string) (*Snapshot, epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byID[id]
 	if !ok {
-		return nil
+		return nil, epoch{}
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*cached).snap
+	x := el.Value.(*cached)
+	return x.snap, x.seen
 }
 
-// put keeps snap unless a newer one of the same review is kept.
-func (c *snapshots) put(snap *Snapshot) {
+// put keeps snap unless a newer one of the same review is kept; seen is
+// the watcher's epoch taken before snap was read or written.
+func (c *snapshots) put(snap *Snapshot, seen epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := snap.ID()
 	if el, ok := c.byID[id]; ok {
 		if x := el.Value.(*cached); x.snap.Version() <= snap.Version() {
-			x.snap = snap
+			x.snap, x.seen = snap, seen
 		}
 		c.order.MoveToFront(el)
 		return
 	}
-	c.byID[id] = c.order.PushFront(&cached{id: id, snap: snap})
+	c.byID[id] = c.order.PushFront(&cached{id: id, snap: snap, seen: seen})
 	for c.order.Len() > snapshotCacheSize {
 		last := c.order.Back()
 		c.order.Remove(last)
@@ -71,10 +81,11 @@ func (c *snapshots) put(snap *Snapshot) {
 // domain.ErrReviewNotFound. A review this ledger read or wrote recently is
 // brought up to date from the last event it knew rather than rebuilt.
 func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
+	seen := l.watch.epoch()
 	if prev := l.cache.get(reviewID); prev != nil {
 		snap, err := l.refresh(ctx, prev)
 		if err == nil {
-			l.cache.put(snap)
+			l.cache.put(snap, seen)
 			return snap, nil
 		}
 		if !errors.Is(err, errStale) {
@@ -89,8 +100,23 @@ func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.cache.put(snap)
+	l.cache.put(snap, seen)
 	return snap, nil
+}
+
+// LoadWatched is Load for a read made after Watch by a waiter for the
+// review to leave pending: the pending review it keeps is answered without
+// reading the store when no change the watcher tells of can have been
+// missed since it was read or written. That holds while the watcher
+// follows the global order and has told of no change since (its epoch is
+// the same): a change another process makes later is told to the waiter,
+// which then reads the review; one made through this ledger is kept
+// before it is told. Anything else is Load.
+func (l *Ledger) LoadWatched(ctx context.Context, reviewID string) (*Snapshot, error) {
+	if snap, seen := l.cache.getSeen(reviewID); snap != nil && seen.current(l.watch.epoch()) && snap.State() == domain.StatePending {
+		return snap, nil
+	}
+	return l.Load(ctx, reviewID)
 }
 
 // errStale: a kept snapshot no longer matches the stream (its last event

@@ -180,10 +180,11 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 // commit, then keeps the snapshot they lead to and tells the review's
 // waiters when the events may have ended its automated path.
 func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, effect any, id string, next *Snapshot, events []domain.Event) error {
+	seen := l.watch.epoch()
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
 		return fmt.Errorf("append to %s: %w", stream, err)
 	}
-	l.cache.put(next)
+	l.cache.put(next, seen) // before the waiters are told: see LoadWatched
 	for _, e := range events {
 		if mayEndPending(e.EventType()) {
 			l.watch.changed(id, next)

@@ -28,6 +28,29 @@ type Watcher struct {
 	waiters map[string][]*waiter
 	// following is set while Follow reads the global order.
 	following atomic.Bool
+	// told moves on when Follow starts or stops, and before it tells of
+	// the changes of a page it read (epoch, LoadWatched).
+	told atomic.Uint64
+}
+
+// epoch is where the watcher stands: how far its telling has come, and
+// whether Follow was reading the global order.
+type epoch struct {
+	told      uint64
+	following bool
+}
+
+// epoch returns where the watcher stands now.
+func (w *Watcher) epoch() epoch {
+	following := w.following.Load()
+	return epoch{told: w.told.Load(), following: following}
+}
+
+// current reports whether nothing can have been told between e and now:
+// Follow was reading the global order at e and has neither stopped nor
+// told of a change since.
+func (e epoch) current(now epoch) bool {
+	return e.following && now.following && e.told == now.told
 }
 
 type waiter struct {
@@ -150,8 +173,12 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 			return nil
 		}
 	}
+	w.told.Add(1)
 	w.following.Store(true)
-	defer w.following.Store(false)
+	defer func() {
+		w.following.Store(false)
+		w.told.Add(1)
+	}()
 	for ctx.Err() == nil {
 		evs, err := w.read(ctx, pos)
 		if err == nil && len(evs) == 0 {
@@ -166,8 +193,13 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 			}
 			continue
 		}
+		moved := false
 		for _, e := range evs {
 			if id, ok := strings.CutPrefix(e.Stream, domain.StreamName("")); ok && mayEndPending(e.Type) {
+				if !moved {
+					w.told.Add(1) // before the first telling: see LoadWatched
+					moved = true
+				}
 				w.changed(id, nil)
 			}
 		}

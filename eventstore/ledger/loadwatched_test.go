@@ -1,0 +1,124 @@
+package ledger_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// countingStore is a memstore that counts the reads of a stream.
+type countingStore struct {
+	*memstore.Store
+	reads atomic.Int64
+}
+
+func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
+	s.reads.Add(1)
+	return s.Store.ReadStream(ctx, stream, from)
+}
+
+// LoadWatched answers a pending review it keeps without reading the store
+// only while Follow reads the global order and has told of no change
+// since the review was kept; otherwise it reads, and so never answers
+// pending for a review another process has taken out of pending, even
+// when the telling of that change came before the waiter's watch.
+func TestLoadWatched(t *testing.T) {
+	t.Parallel()
+	store := &countingStore{Store: memstore.New()}
+	here, elsewhere := ledger.New(store), ledger.New(store)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	actor := ledger.Actor{Name: "test"}
+	loadWatched := func(id string) (*ledger.Snapshot, bool) {
+		t.Helper()
+		before := store.reads.Load()
+		snap, err := here.LoadWatched(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap, store.reads.Load() != before
+	}
+
+	// Not following: always read.
+	if _, err := here.Create(ctx, submitted(t, "lw-early"), actor); err != nil {
+		t.Fatal(err)
+	}
+	if _, read := loadWatched("lw-early"); !read {
+		t.Fatal("answered from memory while Follow does not run")
+	}
+
+	w := here.Watcher()
+	followed := make(chan error, 1)
+	followCtx, stopFollow := context.WithCancel(ctx)
+	go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	// Kept before Follow started: read.
+	if _, read := loadWatched("lw-early"); !read {
+		t.Fatal("answered from memory a review kept before Follow started")
+	}
+
+	// Written here while following: answered from memory, pending.
+	snap, err := here.Create(ctx, submitted(t, "lw-1"), actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, read := loadWatched("lw-1")
+	if read || got.State() != domain.StatePending || got.Version() != snap.Version() {
+		t.Fatalf("a review written here: read %v, state %s, version %d", read, got.State(), got.Version())
+	}
+
+	// Another process escalates it; Follow tells the one waiter there is.
+	// A watch set after that telling must not be answered pending.
+	ch, stop := w.Watch("lw-1")
+	defer stop()
+	theirs, err := elsewhere.Load(ctx, "lw-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	esc, _ := theirs.Escalate(domain.ReasonCancelled, "", theirs.SubmittedAt())
+	if _, err := elsewhere.Append(ctx, theirs, ledger.Actor{Name: "other"}, esc); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the escalation by another process was not told")
+	}
+	late, stopLate := w.Watch("lw-1")
+	defer stopLate()
+	got, read = loadWatched("lw-1")
+	if !read || got.State() != domain.StateManualReview {
+		t.Fatalf("after another process escalated it: read %v, state %s", read, got.State())
+	}
+	select {
+	case <-late:
+		t.Fatal("a watch set after the change was told of it")
+	default:
+	}
+
+	// Kept, but not pending: read.
+	got, read = loadWatched("lw-1")
+	if !read || got.State() != domain.StateManualReview {
+		t.Fatalf("a review out of pending: read %v, state %s", read, got.State())
+	}
+
+	// Follow stopped: read again.
+	if _, err := here.Create(ctx, submitted(t, "lw-2"), actor); err != nil {
+		t.Fatal(err)
+	}
+	stopFollow()
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	if _, read := loadWatched("lw-2"); !read {
+		t.Fatal("answered from memory after Follow stopped")
+	}
+}
