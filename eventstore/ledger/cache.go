@@ -25,16 +25,42 @@ type snapshots struct {
 	mu    sync.Mutex
 	byID  map[string]*list.Element
 	order *list.List // front: most recently used
+	size  int        // at most this many kept
+	// vouchedGone is called when a snapshot the watcher relied on
+	// (reflects) is dropped to make room, before it goes.
+	vouchedGone func()
 }
 
 type cached struct {
 	id   string
 	snap *Snapshot
 	seen epoch // the watcher's, when snap was read or written (LoadWatched)
+	// vouched: the watcher did not move its epoch for a change because
+	// this snapshot already held it (reflects).
+	vouched bool
 }
 
-func newSnapshots() *snapshots {
-	return &snapshots{byID: make(map[string]*list.Element), order: list.New()}
+func newSnapshots(size int) *snapshots {
+	return &snapshots{byID: make(map[string]*list.Element), order: list.New(), size: size}
+}
+
+// reflects reports whether the snapshot kept of the review holds its
+// event at revision rev, and marks it as relied on when it does: while it
+// is kept, no older snapshot of the review can take its place (put keeps
+// the newer), and dropping it moves the watcher's epoch on.
+func (c *snapshots) reflects(id string, rev uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byID[id]
+	if !ok {
+		return false
+	}
+	x := el.Value.(*cached)
+	if !x.snap.Exists() || x.snap.Version() < rev {
+		return false
+	}
+	x.vouched = true
+	return true
 }
 
 func (c *snapshots) get(id string) *Snapshot {
@@ -70,8 +96,11 @@ func (c *snapshots) put(snap *Snapshot, seen epoch) {
 		return
 	}
 	c.byID[id] = c.order.PushFront(&cached{id: id, snap: snap, seen: seen})
-	for c.order.Len() > snapshotCacheSize {
+	for c.order.Len() > c.size {
 		last := c.order.Back()
+		if last.Value.(*cached).vouched && c.vouchedGone != nil {
+			c.vouchedGone()
+		}
 		c.order.Remove(last)
 		delete(c.byID, last.Value.(*cached).id)
 	}
@@ -108,10 +137,12 @@ func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 // review to leave pending: the pending review it keeps is answered without
 // reading the store when no change the watcher tells of can have been
 // missed since it was read or written. That holds while the watcher
-// follows the global order and has told of no change since (its epoch is
-// the same): a change another process makes later is told to the waiter,
-// which then reads the review; one made through this ledger is kept
-// before it is told. Anything else is Load.
+// follows the global order and its epoch has not moved since: it moves
+// before the watcher tells of a change that the snapshot kept of its
+// review does not hold (one made by another process), and when a kept
+// snapshot it relied on for not moving is dropped. A change made later is
+// told to the waiter, which then reads the review; one made through this
+// ledger is kept before it is told. Anything else is Load.
 func (l *Ledger) LoadWatched(ctx context.Context, reviewID string) (*Snapshot, error) {
 	if snap, seen := l.cache.getSeen(reviewID); snap != nil && seen.current(l.watch.epoch()) && snap.State() == domain.StatePending {
 		return snap, nil

@@ -54,7 +54,10 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	if o.Committer == nil {
 		o.Committer = storeCommitter{store}
 	}
-	return &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots()}
+	l := &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots(snapshotCacheSize)}
+	l.watch.kept = l.cache
+	l.cache.vouchedGone = func() { l.watch.told.Add(1) }
+	return l
 }
 
 // Store returns the underlying event store.

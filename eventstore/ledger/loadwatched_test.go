@@ -122,3 +122,68 @@ func TestLoadWatched(t *testing.T) {
 		t.Fatal("answered from memory after Follow stopped")
 	}
 }
+
+// A change the kept snapshot already holds (one made through this ledger)
+// does not move the watcher's epoch, so other reviews kept stay answered
+// from memory; dropping a snapshot the watcher relied on for that moves it.
+func TestLoadWatchedAfterOwnChanges(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []bool{false, true} {
+		store := &countingStore{Store: memstore.New()}
+		here := ledger.New(store)
+		if drop {
+			ledger.SetKept(here, 2)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		actor := ledger.Actor{Name: "test"}
+		w := here.Watcher()
+		go func() { _ = w.Follow(ctx, 10*time.Millisecond) }()
+		for !w.Following() {
+			time.Sleep(time.Millisecond)
+		}
+		loadWatched := func(id string) bool {
+			t.Helper()
+			before := store.reads.Load()
+			got, err := here.LoadWatched(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State() != domain.StatePending {
+				t.Fatalf("%s: %s", id, got.State())
+			}
+			return store.reads.Load() != before
+		}
+		if _, err := here.Create(ctx, submitted(t, "own-c"), actor); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := here.Create(ctx, submitted(t, "own-a"), actor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Escalated here: told at once; then wait for Follow to read it too.
+		esc, _ := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
+		if _, err := here.Append(ctx, snap, actor, esc); err != nil {
+			t.Fatal(err)
+		}
+		ch, stop := w.Watch("own-a")
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Follow did not tell of the escalation")
+		}
+		stop()
+		if loadWatched("own-c") {
+			t.Fatalf("dropped %v: own-c read from the store after Follow told of a change the ledger keeps", drop)
+		}
+		// With two kept, a third review drops the escalated one, which the
+		// watcher relied on (own-c was used since).
+		if _, err := here.Create(ctx, submitted(t, "own-d"), actor); err != nil {
+			t.Fatal(err)
+		}
+		if read := loadWatched("own-c"); read != drop {
+			t.Fatalf("dropped %v: own-c read from the store %v, want %v", drop, read, drop)
+		}
+		cancel()
+	}
+}

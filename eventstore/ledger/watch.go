@@ -28,9 +28,15 @@ type Watcher struct {
 	waiters map[string][]*waiter
 	// following is set while Follow reads the global order.
 	following atomic.Bool
-	// told moves on when Follow starts or stops, and before it tells of
-	// the changes of a page it read (epoch, LoadWatched).
+	// told moves on when Follow starts or stops, before it tells of a
+	// change it read that the snapshot the ledger keeps does not hold,
+	// and when a kept snapshot it relied on for that is dropped (epoch,
+	// LoadWatched).
 	told atomic.Uint64
+	// kept is the ledger's snapshots; nil for a watcher of no ledger.
+	kept interface {
+		reflects(id string, rev uint64) bool
+	}
 }
 
 // epoch is where the watcher stands: how far its telling has come, and
@@ -196,8 +202,8 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 		moved := false
 		for _, e := range evs {
 			if id, ok := strings.CutPrefix(e.Stream, domain.StreamName("")); ok && mayEndPending(e.Type) {
-				if !moved {
-					w.told.Add(1) // before the first telling: see LoadWatched
+				if !moved && (w.kept == nil || !w.kept.reflects(id, e.Revision)) {
+					w.told.Add(1) // before telling of what a kept snapshot may not hold: see LoadWatched
 					moved = true
 				}
 				w.changed(id, nil)
