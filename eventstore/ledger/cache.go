@@ -141,8 +141,13 @@ func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 // before the watcher tells of a change that the snapshot kept of its
 // review does not hold (one made by another process), and when a kept
 // snapshot it relied on for not moving is dropped. A change made later is
-// told to the waiter, which then reads the review; one made through this
-// ledger is kept before it is told. Anything else is Load.
+// told to the waiter, which then reads the review (when Follow stops, every
+// waiter is told to read again, since what came after its last read is
+// told to no one); one made through this ledger is kept before it is
+// told. Anything else is Load. A waiter may thus hear of another
+// process's change only once Follow has read it (its lag, about 10 ms at
+// the head), where a store read would have seen it at once; the answer is
+// the same. It assumes one Follow per watcher.
 func (l *Ledger) LoadWatched(ctx context.Context, reviewID string) (*Snapshot, error) {
 	if snap, seen := l.cache.getSeen(reviewID); snap != nil && seen.current(l.watch.epoch()) && snap.State() == domain.StatePending {
 		return snap, nil

@@ -187,3 +187,65 @@ func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 		cancel()
 	}
 }
+
+// slowStop is a memstore whose wait, once cancelled, takes a while to
+// return, as a cancelled query does.
+type slowStop struct{ *memstore.Store }
+
+func (s slowStop) WaitForEvents(ctx context.Context, after eventstore.Position) error {
+	err := s.Store.WaitForEvents(ctx, after)
+	if ctx.Err() != nil {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
+}
+
+// While Follow is stopping it reads nothing more, yet LoadWatched may
+// still answer from memory: a change another process makes then is told
+// to no one, so when Follow stops every waiter is told to read again.
+func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
+	t.Parallel()
+	store := slowStop{memstore.New()}
+	here, elsewhere := ledger.New(store), ledger.New(store)
+	ctx := context.Background()
+	w := here.Watcher()
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := here.Create(ctx, submitted(t, "stopping"), ledger.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // Follow waits at the head
+	stopFollow()
+	theirs, err := elsewhere.Load(ctx, "stopping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	esc, _ := theirs.Escalate(domain.ReasonCancelled, "", theirs.SubmittedAt())
+	if _, err := elsewhere.Append(ctx, theirs, ledger.Actor{Name: "other"}, esc); err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := w.Watch("stopping")
+	defer stop()
+	got, err := here.LoadWatched(ctx, "stopping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	if got.State() != domain.StatePending {
+		return // read from the store: nothing to be told
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("answered pending from memory while Follow stopped, and the waiter was never told")
+	}
+	if w.Waiting() != 0 {
+		t.Fatalf("%d waiters left after Follow stopped", w.Waiting())
+	}
+}

@@ -129,6 +129,25 @@ func (w *Watcher) changed(reviewID string, snap *Snapshot) {
 	}
 }
 
+// tellAll tells every waiter to read its review again.
+func (w *Watcher) tellAll() {
+	w.mu.Lock()
+	all := w.waiters
+	w.waiters = map[string][]*waiter{}
+	for _, list := range all {
+		for _, x := range list {
+			x.done = true
+		}
+	}
+	w.mu.Unlock()
+	for _, list := range all {
+		for _, x := range list {
+			w.count.Add(-1)
+			x.ch <- nil
+		}
+	}
+}
+
 // mayEndPending reports whether an event of the type can end a review's
 // automated path.
 func mayEndPending(typ string) bool {
@@ -184,6 +203,10 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 	defer func() {
 		w.following.Store(false)
 		w.told.Add(1)
+		// A change made after the last read is told to no one: every
+		// waiter reads its review again (LoadWatched, too, may have
+		// answered one from memory meanwhile).
+		w.tellAll()
 	}()
 	for ctx.Err() == nil {
 		evs, err := w.read(ctx, pos)
