@@ -12,6 +12,20 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
 
+// escalate escalates the review through l, as it stands in the store.
+func escalate(t *testing.T, l *ledger.Ledger, id string) {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := l.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	esc, _ := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
+	if _, err := l.Append(ctx, snap, ledger.Actor{Name: "other"}, esc); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // countingStore is a memstore that counts the reads of a stream.
 type countingStore struct {
 	*memstore.Store
@@ -79,14 +93,7 @@ func TestLoadWatched(t *testing.T) {
 	// A watch set after that telling must not be answered pending.
 	ch, stop := w.Watch("lw-1")
 	defer stop()
-	theirs, err := elsewhere.Load(ctx, "lw-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	esc, _ := theirs.Escalate(domain.ReasonCancelled, "", theirs.SubmittedAt())
-	if _, err := elsewhere.Append(ctx, theirs, ledger.Actor{Name: "other"}, esc); err != nil {
-		t.Fatal(err)
-	}
+	escalate(t, elsewhere, "lw-1")
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):
@@ -162,10 +169,7 @@ func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Escalated here: told at once; then wait for Follow to read it too.
-		esc, _ := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
-		if _, err := here.Append(ctx, snap, actor, esc); err != nil {
-			t.Fatal(err)
-		}
+		escalate(t, here, snap.ID())
 		ch, stop := w.Watch("own-a")
 		select {
 		case <-ch:
@@ -220,14 +224,7 @@ func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // Follow waits at the head
 	stopFollow()
-	theirs, err := elsewhere.Load(ctx, "stopping")
-	if err != nil {
-		t.Fatal(err)
-	}
-	esc, _ := theirs.Escalate(domain.ReasonCancelled, "", theirs.SubmittedAt())
-	if _, err := elsewhere.Append(ctx, theirs, ledger.Actor{Name: "other"}, esc); err != nil {
-		t.Fatal(err)
-	}
+	escalate(t, elsewhere, "stopping")
 	ch, stop := w.Watch("stopping")
 	defer stop()
 	got, err := here.LoadWatched(ctx, "stopping")
