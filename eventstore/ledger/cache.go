@@ -26,28 +26,47 @@ type snapshots struct {
 	byID  map[string]*list.Element
 	order *list.List // front: most recently used
 	size  int        // at most this many kept
-	// vouchedGone is called when a snapshot the watcher relied on
-	// (reflects) is dropped to make room, before it goes.
-	vouchedGone func()
+	// Snapshots the watcher relied on (reflects) that were dropped to make
+	// room, remembered for a while: a snapshot of the review read before
+	// the drop and kept after it may miss what the watcher did not tell
+	// (put). dropped counts such drops; gone holds the review of each of
+	// the last goneSize of them, with the number of its last drop;
+	// forgotten counts those no longer remembered.
+	dropped, forgotten uint64
+	gone               map[string]uint64
+	goneOrder          []goneDrop // a ring of the drops remembered, oldest at goneNext
+	goneNext           int
+	goneCap            int // drops remembered at most (goneSize)
 }
+
+type goneDrop struct {
+	id string
+	n  uint64
+}
+
+// goneSize bounds the drops remembered: a read that takes longer than
+// goneSize drops to come back keeps its snapshot untrusted.
+const goneSize = 4096
 
 type cached struct {
 	id   string
 	snap *Snapshot
-	seen epoch // the watcher's, when snap was read or written (LoadWatched)
+	seen epoch // when snap was read or written; following false: not to be trusted (LoadWatched)
 	// vouched: the watcher did not move its epoch for a change because
 	// this snapshot already held it (reflects).
 	vouched bool
 }
 
 func newSnapshots(size int) *snapshots {
-	return &snapshots{byID: make(map[string]*list.Element), order: list.New(), size: size}
+	return &snapshots{byID: make(map[string]*list.Element), order: list.New(), size: size,
+		gone: make(map[string]uint64), goneCap: goneSize}
 }
 
 // reflects reports whether the snapshot kept of the review holds its
 // event at revision rev, and marks it as relied on when it does: while it
 // is kept, no older snapshot of the review can take its place (put keeps
-// the newer), and dropping it moves the watcher's epoch on.
+// the newer), and once it is dropped, one read before the drop is not
+// trusted (put).
 func (c *snapshots) reflects(id string, rev uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -61,6 +80,39 @@ func (c *snapshots) reflects(id string, rev uint64) bool {
 	}
 	x.vouched = true
 	return true
+}
+
+// drops is the number of drops of relied-on snapshots so far, for an
+// epoch taken now.
+func (c *snapshots) drops() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// drop remembers that the relied-on snapshot of id was dropped.
+func (c *snapshots) drop(id string) {
+	c.dropped++
+	c.gone[id] = c.dropped
+	d := goneDrop{id: id, n: c.dropped}
+	if len(c.goneOrder) < c.goneCap {
+		c.goneOrder = append(c.goneOrder, d)
+		return
+	}
+	old := c.goneOrder[c.goneNext]
+	if c.gone[old.id] == old.n {
+		delete(c.gone, old.id)
+	}
+	c.forgotten = old.n
+	c.goneOrder[c.goneNext] = d
+	c.goneNext = (c.goneNext + 1) % c.goneCap
+}
+
+// trusted reports whether a snapshot of id read or written at seen can be
+// trusted by LoadWatched: no snapshot of id the watcher relied on was
+// dropped since seen, as far as the drops remembered tell.
+func (c *snapshots) trusted(id string, seen epoch) bool {
+	return seen.following && seen.dropped >= c.forgotten && c.gone[id] <= seen.dropped
 }
 
 func (c *snapshots) get(id string) *Snapshot {
@@ -88,6 +140,7 @@ func (c *snapshots) put(snap *Snapshot, seen epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := snap.ID()
+	seen.following = c.trusted(id, seen)
 	if el, ok := c.byID[id]; ok {
 		if x := el.Value.(*cached); x.snap.Version() <= snap.Version() {
 			x.snap, x.seen = snap, seen
@@ -98,11 +151,12 @@ func (c *snapshots) put(snap *Snapshot, seen epoch) {
 	c.byID[id] = c.order.PushFront(&cached{id: id, snap: snap, seen: seen})
 	for c.order.Len() > c.size {
 		last := c.order.Back()
-		if last.Value.(*cached).vouched && c.vouchedGone != nil {
-			c.vouchedGone()
+		x := last.Value.(*cached)
+		if x.vouched {
+			c.drop(x.id)
 		}
 		c.order.Remove(last)
-		delete(c.byID, last.Value.(*cached).id)
+		delete(c.byID, x.id)
 	}
 }
 
@@ -110,7 +164,7 @@ func (c *snapshots) put(snap *Snapshot, seen epoch) {
 // domain.ErrReviewNotFound. A review this ledger read or wrote recently is
 // brought up to date from the last event it knew rather than rebuilt.
 func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
-	seen := l.watch.epoch()
+	seen := l.epoch()
 	if prev := l.cache.get(reviewID); prev != nil {
 		snap, err := l.refresh(ctx, prev)
 		if err == nil {
@@ -139,8 +193,9 @@ func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 // missed since it was read or written. That holds while the watcher
 // follows the global order and its epoch has not moved since: it moves
 // before the watcher tells of a change that the snapshot kept of its
-// review does not hold (one made by another process), and when a kept
-// snapshot it relied on for not moving is dropped. A change made later is
+// review does not hold (one made by another process); and a snapshot read
+// before the drop of one the watcher relied on for not moving is not
+// trusted. A change made later is
 // told to the waiter, which then reads the review (when Follow stops, every
 // waiter is told to read again, since what came after its last read is
 // told to no one); one made through this ledger is kept before it is
@@ -197,4 +252,12 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 		next.head = m.Hash
 	}
 	return next, nil
+}
+
+// epoch is the watcher's epoch with the drops of relied-on snapshots so
+// far: taken before a read or a write whose snapshot is then kept.
+func (l *Ledger) epoch() epoch {
+	e := l.watch.epoch()
+	e.dropped = l.cache.drops()
+	return e
 }

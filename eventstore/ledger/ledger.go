@@ -56,7 +56,6 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	}
 	l := &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots(snapshotCacheSize)}
 	l.watch.kept = l.cache
-	l.cache.vouchedGone = func() { l.watch.told.Add(1) }
 	return l
 }
 
@@ -183,7 +182,7 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 // commit, then keeps the snapshot they lead to and tells the review's
 // waiters when the events may have ended its automated path.
 func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, effect any, id string, next *Snapshot, events []domain.Event) error {
-	seen := l.watch.epoch()
+	seen := l.epoch()
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
 		return fmt.Errorf("append to %s: %w", stream, err)
 	}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,7 +133,8 @@ func TestLoadWatched(t *testing.T) {
 
 // A change the kept snapshot already holds (one made through this ledger)
 // does not move the watcher's epoch, so other reviews kept stay answered
-// from memory; dropping a snapshot the watcher relied on for that moves it.
+// from memory, and dropping that snapshot later does not change that
+// either (TestLoadWatchedAfterADrop covers what it does change).
 func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 	t.Parallel()
 	for _, drop := range []bool{false, true} {
@@ -185,8 +187,8 @@ func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 		if _, err := here.Create(ctx, submitted(t, "own-d"), actor); err != nil {
 			t.Fatal(err)
 		}
-		if read := loadWatched("own-c"); read != drop {
-			t.Fatalf("dropped %v: own-c read from the store %v, want %v", drop, read, drop)
+		if loadWatched("own-c") {
+			t.Fatalf("dropped %v: own-c read from the store after another review's snapshot was dropped", drop)
 		}
 		cancel()
 	}
@@ -244,5 +246,118 @@ func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
 	}
 	if w.Waiting() != 0 {
 		t.Fatalf("%d waiters left after Follow stopped", w.Waiting())
+	}
+}
+
+// gatedStore is a memstore whose next read of a stream, once armed, is
+// made at once but answered only when released: a slow read.
+type gatedStore struct {
+	*memstore.Store
+	armed    atomic.Bool
+	read     chan struct{} // closed once the armed read is made
+	released chan struct{}
+}
+
+func (s *gatedStore) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
+	recs, err := s.Store.ReadStream(ctx, stream, from)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.released
+	}
+	return recs, err
+}
+
+// A snapshot the watcher relied on for not moving its epoch is dropped; a
+// read of that review made before the drop, answered after it, keeps what
+// it read, which misses the change the watcher relied on: it is not
+// trusted, and LoadWatched reads the store. The same when that drop is no
+// longer remembered, because later ones took its place.
+func TestLoadWatchedAfterADrop(t *testing.T) {
+	t.Parallel()
+	for _, forgotten := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forgotten=%v", forgotten), func(t *testing.T) { loadWatchedAfterADrop(t, forgotten) })
+	}
+}
+
+func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
+	store := &gatedStore{Store: memstore.New(), read: make(chan struct{}), released: make(chan struct{})}
+	here := ledger.New(store)
+	ledger.SetKept(here, 2)
+	if forgotten {
+		ledger.SetGone(here, 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	actor := ledger.Actor{Name: "test"}
+	w := here.Watcher()
+	go func() { _ = w.Follow(ctx, 10*time.Millisecond) }()
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	snap, err := here.Create(ctx, submitted(t, "drop-x"), actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow read of the pending review.
+	store.armed.Store(true)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := here.Load(ctx, "drop-x")
+		slow <- err
+	}()
+	<-store.read
+	// Meanwhile it is escalated here, Follow reads that and relies on the
+	// kept snapshot, and two more reviews drop it.
+	esc, _ := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
+	if _, err := here.Append(ctx, snap, actor, esc); err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := w.Watch("drop-x")
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not tell of the escalation")
+	}
+	stop()
+	for _, id := range []string{"drop-y", "drop-z"} {
+		if _, err := here.Create(ctx, submitted(t, id), actor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if forgotten {
+		// drop-z escalated here and relied on, then dropped by two more:
+		// with one drop remembered, drop-x's is forgotten.
+		z, err := here.Load(ctx, "drop-z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		esc, _ := z.Escalate(domain.ReasonCancelled, "", z.SubmittedAt())
+		if _, err := here.Append(ctx, z, actor, esc); err != nil {
+			t.Fatal(err)
+		}
+		ch, stop := w.Watch("drop-z")
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Follow did not tell of the second escalation")
+		}
+		stop()
+		for _, id := range []string{"drop-v", "drop-w"} {
+			if _, err := here.Create(ctx, submitted(t, id), actor); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The slow read comes back and keeps the pending review it read.
+	close(store.released)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	got, err := here.LoadWatched(ctx, "drop-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State() != domain.StateManualReview {
+		t.Fatalf("LoadWatched answered %s from a read made before the drop; the review is escalated", got.State())
 	}
 }

@@ -28,10 +28,9 @@ type Watcher struct {
 	waiters map[string][]*waiter
 	// following is set while Follow reads the global order.
 	following atomic.Bool
-	// told moves on when Follow starts or stops, before it tells of a
-	// change it read that the snapshot the ledger keeps does not hold,
-	// and when a kept snapshot it relied on for that is dropped (epoch,
-	// LoadWatched).
+	// told moves on when Follow starts or stops, and before it tells of a
+	// change it read that the snapshot the ledger keeps does not hold
+	// (epoch, LoadWatched).
 	told atomic.Uint64
 	// kept is the ledger's snapshots; nil for a watcher of no ledger.
 	kept interface {
@@ -44,6 +43,7 @@ type Watcher struct {
 type epoch struct {
 	told      uint64
 	following bool
+	dropped   uint64 // the ledger's drops of snapshots the watcher relied on (snapshots.trusted)
 }
 
 // epoch returns where the watcher stands now.
