@@ -27,6 +27,30 @@ func escalate(t *testing.T, l *ledger.Ledger, id string) {
 	}
 }
 
+// escalateFollowed escalates the review through l, which tells its waiters
+// at once, and waits until Follow has read the escalation too.
+func escalateFollowed(t *testing.T, l *ledger.Ledger, id string) {
+	t.Helper()
+	escalate(t, l, id)
+	ch, stop := l.Watcher().Watch(id)
+	defer stop()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Follow did not tell of the escalation of %s", id)
+	}
+}
+
+// create creates the reviews through l.
+func create(t *testing.T, l *ledger.Ledger, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := l.Create(context.Background(), submitted(t, id), ledger.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // countingStore is a memstore that counts the reads of a stream.
 type countingStore struct {
 	*memstore.Store
@@ -166,19 +190,8 @@ func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 		if _, err := here.Create(ctx, submitted(t, "own-c"), actor); err != nil {
 			t.Fatal(err)
 		}
-		snap, err := here.Create(ctx, submitted(t, "own-a"), actor)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Escalated here: told at once; then wait for Follow to read it too.
-		escalate(t, here, snap.ID())
-		ch, stop := w.Watch("own-a")
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Follow did not tell of the escalation")
-		}
-		stop()
+		create(t, here, "own-a")
+		escalateFollowed(t, here, "own-a")
 		if loadWatched("own-c") {
 			t.Fatalf("dropped %v: own-c read from the store after Follow told of a change the ledger keeps", drop)
 		}
@@ -288,16 +301,12 @@ func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	actor := ledger.Actor{Name: "test"}
 	w := here.Watcher()
 	go func() { _ = w.Follow(ctx, 10*time.Millisecond) }()
 	for !w.Following() {
 		time.Sleep(time.Millisecond)
 	}
-	snap, err := here.Create(ctx, submitted(t, "drop-x"), actor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	create(t, here, "drop-x")
 	// A slow read of the pending review.
 	store.armed.Store(true)
 	slow := make(chan error, 1)
@@ -308,45 +317,13 @@ func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
 	<-store.read
 	// Meanwhile it is escalated here, Follow reads that and relies on the
 	// kept snapshot, and two more reviews drop it.
-	esc, _ := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
-	if _, err := here.Append(ctx, snap, actor, esc); err != nil {
-		t.Fatal(err)
-	}
-	ch, stop := w.Watch("drop-x")
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Follow did not tell of the escalation")
-	}
-	stop()
-	for _, id := range []string{"drop-y", "drop-z"} {
-		if _, err := here.Create(ctx, submitted(t, id), actor); err != nil {
-			t.Fatal(err)
-		}
-	}
+	escalateFollowed(t, here, "drop-x")
+	create(t, here, "drop-y", "drop-z")
 	if forgotten {
 		// drop-z escalated here and relied on, then dropped by two more:
 		// with one drop remembered, drop-x's is forgotten.
-		z, err := here.Load(ctx, "drop-z")
-		if err != nil {
-			t.Fatal(err)
-		}
-		esc, _ := z.Escalate(domain.ReasonCancelled, "", z.SubmittedAt())
-		if _, err := here.Append(ctx, z, actor, esc); err != nil {
-			t.Fatal(err)
-		}
-		ch, stop := w.Watch("drop-z")
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Follow did not tell of the second escalation")
-		}
-		stop()
-		for _, id := range []string{"drop-v", "drop-w"} {
-			if _, err := here.Create(ctx, submitted(t, id), actor); err != nil {
-				t.Fatal(err)
-			}
-		}
+		escalateFollowed(t, here, "drop-z")
+		create(t, here, "drop-v", "drop-w")
 	}
 	// The slow read comes back and keeps the pending review it read.
 	close(store.released)
