@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -32,11 +33,12 @@ type snapshots struct {
 	// (put). dropped counts such drops; gone holds the review of each of
 	// the last goneSize of them, with the number of its last drop;
 	// forgotten counts those no longer remembered.
-	dropped, forgotten uint64
-	gone               map[string]uint64
-	goneOrder          []goneDrop // a ring of the drops remembered, oldest at goneNext
-	goneNext           int
-	goneCap            int // drops remembered at most (goneSize)
+	dropped   atomic.Uint64 // written under mu; read without it by drops
+	forgotten uint64
+	gone      map[string]uint64
+	goneOrder []goneDrop // a ring of the drops remembered, oldest at goneNext
+	goneNext  int
+	goneCap   int // drops remembered at most (goneSize)
 }
 
 type goneDrop struct {
@@ -84,17 +86,13 @@ func (c *snapshots) reflects(id string, rev uint64) bool {
 
 // drops is the number of drops of relied-on snapshots so far, for an
 // epoch taken now.
-func (c *snapshots) drops() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dropped
-}
+func (c *snapshots) drops() uint64 { return c.dropped.Load() }
 
 // drop remembers that the relied-on snapshot of id was dropped.
 func (c *snapshots) drop(id string) {
-	c.dropped++
-	c.gone[id] = c.dropped
-	d := goneDrop{id: id, n: c.dropped}
+	n := c.dropped.Add(1)
+	c.gone[id] = n
+	d := goneDrop{id: id, n: n}
 	if len(c.goneOrder) < c.goneCap {
 		c.goneOrder = append(c.goneOrder, d)
 		return
