@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -149,11 +150,14 @@ type scripted struct {
 	mu    sync.Mutex
 	steps []step
 	reqs  []provider.Request
+	// parents are the traceparents the calls' contexts carried, in order.
+	parents []string
 }
 
 func (p *scripted) Call(ctx context.Context, req provider.Request) provider.Result {
 	p.mu.Lock()
 	p.reqs = append(p.reqs, req)
+	p.parents = append(p.parents, TraceParent(ctx))
 	st := p.steps[min(len(p.reqs), len(p.steps))-1]
 	p.mu.Unlock()
 	if st.latency == toTimeout {
@@ -176,6 +180,12 @@ func (p *scripted) Call(ctx context.Context, req provider.Request) provider.Resu
 		r.Finding.Attempt = req.Attempt
 	}
 	return r
+}
+
+func (p *scripted) Parents() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.parents)
 }
 
 func (p *scripted) Requests() []provider.Request {

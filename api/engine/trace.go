@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -60,6 +61,19 @@ const (
 // propagator is.
 var propagator = propagation.TraceContext{}
 
+// quiet reports whether spans are sure to record nothing: the engine was
+// given OpenTelemetry's no-op provider (serve's when tracing is off).
+// Such a provider's span is its parent's context and nothing else, so a
+// quiet engine builds no span and no attributes, and passes the review's
+// trace context on as the no-op span would (TestQuietEngineAsNoop).
+func (e *Engine) quiet() bool {
+	_, ok := e.cfg.Tracer.(noop.TracerProvider)
+	return ok
+}
+
+// idle is the span a quiet engine gives: it records nothing.
+var idle = trace.SpanFromContext(context.Background())
+
 func (e *Engine) tracer() trace.Tracer {
 	tp := e.cfg.Tracer
 	if tp == nil {
@@ -77,6 +91,9 @@ func (e *Engine) start(ctx context.Context, name string, opts ...trace.SpanStart
 // end ends span at the engine clock's now, recording err's kind (never
 // its text, which may quote what it was given) when there is one.
 func (e *Engine) end(span trace.Span, err error) {
+	if !span.IsRecording() {
+		return
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, errorKind(err))
 	}
@@ -86,6 +103,9 @@ func (e *Engine) end(span trace.Span, err error) {
 // TraceParent returns the W3C traceparent of ctx's span; "" when it has
 // none.
 func TraceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "" // what the propagator would inject: nothing
+	}
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
 	return c["traceparent"]
@@ -104,6 +124,10 @@ func ReviewContext(ctx context.Context, snap *ledger.Snapshot) context.Context {
 // startSubmit starts the submit span; its context goes into the actor of
 // the Submitted event.
 func (e *Engine) startSubmit(ctx context.Context, req *SubmitRequest) (context.Context, trace.Span) {
+	if e.quiet() {
+		req.Actor.TraceParent = TraceParent(ctx)
+		return ctx, idle
+	}
 	ctx, span := e.start(ctx, SpanSubmit, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(AttrReviewID.String(req.ReviewID), AttrContentClass.String(req.ContentClass)))
 	req.Actor.TraceParent = TraceParent(ctx)
@@ -130,6 +154,9 @@ func errorKind(err error) string {
 // startAttempt starts the span of one provider call, in the review's
 // trace; the call's context carries it to the provider.
 func (e *Engine) startAttempt(ctx context.Context, j *job, attempt int, timeout time.Duration) (context.Context, trace.Span) {
+	if e.quiet() {
+		return ReviewContext(ctx, j.snap), idle
+	}
 	return e.start(ReviewContext(ctx, j.snap), SpanAttempt, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(AttrReviewID.String(j.id), AttrContentClass.String(j.snap.Class()), AttrAttempt.Int(attempt),
 			AttrTimeoutMS.Int64(timeout.Milliseconds()), AttrRemainingMS.Int64(max(0, j.snap.Remaining(e.clock.Now()).Milliseconds()))))
@@ -137,6 +164,9 @@ func (e *Engine) startAttempt(ctx context.Context, j *job, attempt int, timeout 
 
 // endAttempt records what the call came to, when it came.
 func endAttempt(span trace.Span, a *answer) {
+	if !span.IsRecording() {
+		return // the attributes would go nowhere
+	}
 	switch {
 	case a.Finding != nil:
 		span.SetAttributes(AttrOutcome.String("finding"), AttrState.String(string(a.Finding.State)))
@@ -153,7 +183,7 @@ func endAttempt(span trace.Span, a *answer) {
 // Retry-After before its next attempt) as a span from now to until; a
 // wait for a callback is the attempt's, and a wait of nothing no span.
 func (e *Engine) traceWait(j *job, p plan, now time.Time) {
-	if p.step.Kind != domain.StepWait || !p.step.Until.After(now) || j.snap == nil {
+	if e.quiet() || p.step.Kind != domain.StepWait || !p.step.Until.After(now) || j.snap == nil {
 		return
 	}
 	if n, _, _, _ := p.after.InFlight(); n != 0 {
@@ -169,6 +199,9 @@ func (e *Engine) traceWait(j *job, p plan, now time.Time) {
 // wrong expected revision, or a finding the review refused, is the
 // conflict). Steps committing neither get no span.
 func (e *Engine) traceCommit(ctx context.Context, snap *ledger.Snapshot, events []domain.Event, refused *domain.Conflict) func(error) {
+	if e.quiet() {
+		return func(error) {}
+	}
 	name, attrs := "", []attribute.KeyValue{AttrReviewID.String(snap.ID())}
 	for _, ev := range events {
 		switch ev := ev.(type) {
@@ -208,6 +241,9 @@ func (e *Engine) traceCommit(ctx context.Context, snap *ledger.Snapshot, events 
 // the trace of the provider's request when it carried one (the attempt's,
 // which the provider was sent), the review's otherwise.
 func (e *Engine) traceCallback(ctx context.Context, snap *ledger.Snapshot) (context.Context, func(error)) {
+	if e.quiet() {
+		return ReviewContext(ctx, snap), func(error) {}
+	}
 	ctx, span := e.start(ReviewContext(ctx, snap), SpanFinding, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(AttrReviewID.String(snap.ID()), AttrSource.String(domain.SourceCallback)))
 	return ctx, func(err error) {

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -192,5 +193,44 @@ func TestTracingOffPropagates(t *testing.T) {
 	}
 	if sc := trace.SpanContextFromContext(ReviewContext(context.Background(), h.load(t, "rev-off"))); sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("review context %v", sc)
+	}
+}
+
+// TestQuietEngineAsNoop: an engine given the no-op provider (serve's
+// when tracing is off) builds no spans, and still records and passes on
+// what an engine starting its spans on a no-op tracer does: the
+// submitter's traceparent in the ledger and to the provider on every
+// attempt, after a backoff too; nothing for an untraced submission.
+func TestQuietEngineAsNoop(t *testing.T) {
+	t.Parallel()
+	// opaque is a no-op provider the engine cannot tell from a real one.
+	type opaque struct{ trace.TracerProvider }
+	run := func(tp trace.TracerProvider, parent string) (quiet bool, recorded string, sent []string) {
+		h := newHarness(t, []step{failure(domain.ClassTransportError, 0), finding("rev-q", domain.DecisionAccepted)},
+			func(c *Config) { c.Tracer = tp })
+		ctx := context.Background()
+		if parent != "" {
+			ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": parent})
+		}
+		if _, _, err := h.Submit(ctx, SubmitRequest{ReviewID: "rev-q", ContentClass: "c", ContentType: "text/plain", Content: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.drive(t, "rev-q"); got.State() != domain.StateAccepted {
+			t.Fatalf("state %s", got.State())
+		}
+		return h.quiet(), h.load(t, "rev-q").TraceParent(), h.prov.Parents()
+	}
+	for _, parent := range []string{submitterTrace, ""} {
+		quiet, recorded, sent := run(noop.NewTracerProvider(), parent)
+		loud, wantRecorded, wantSent := run(opaque{noop.NewTracerProvider()}, parent)
+		if !quiet || loud {
+			t.Fatalf("quiet %v with the no-op provider, %v with one it cannot see as no-op", quiet, loud)
+		}
+		if recorded != wantRecorded || recorded != parent {
+			t.Errorf("parent %q: quiet engine recorded %q, the other %q", parent, recorded, wantRecorded)
+		}
+		if want := []string{parent, parent}; !slices.Equal(sent, wantSent) || !slices.Equal(sent, want) {
+			t.Errorf("parent %q: quiet engine's calls carried %q, the other's %q, want %q", parent, sent, wantSent, want)
+		}
 	}
 }
