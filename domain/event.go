@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	storedjson "github.com/go-json-experiment/json/v1"
 )
 
 // Event type names. They are stored with every event and never change.
@@ -312,7 +314,7 @@ func decodeInto[T Event](data []byte) Event {
 		return decodeError{errors.New("body is not a JSON object")}
 	}
 	var v T
-	if err := json.Unmarshal(data, &v); err != nil {
+	if err := storedjson.Unmarshal(data, &v); err != nil {
 		return decodeError{err}
 	}
 	return v

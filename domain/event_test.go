@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -196,8 +197,10 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Add("Deleted", []byte(`{}`))
 	f.Add(domain.TypeSubmitted, []byte(`null`))
+	f.Add(domain.TypeFindingReceived, []byte(`{"Review_ID":"a","review_id":"b","reasons":["\xff"],"state":null}`))
 	f.Fuzz(func(t *testing.T, typ string, data []byte) {
 		e, err := domain.DecodeEvent(typ, data)
+		agreesWithEncodingJSON(t, typ, data, e, err)
 		if err != nil {
 			if !errors.Is(err, domain.ErrCorruptHistory) || e != nil {
 				t.Fatalf("DecodeEvent = %#v, %v; want nil and ErrCorruptHistory", e, err)
@@ -223,4 +226,54 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("encoding is not stable:\n%s\n%s", first, second)
 		}
 	})
+}
+
+// agreesWithEncodingJSON fails unless what DecodeEvent made of a body of
+// a known type is what encoding/json makes of it: DecodeEvent reads
+// stored bodies with a faster decoder of the same semantics, and must
+// accept the same bodies (objects) and give the same values.
+func agreesWithEncodingJSON(t *testing.T, typ string, data []byte, got domain.Event, err error) {
+	t.Helper()
+	zero, zerr := domain.DecodeEvent(typ, []byte(`{}`))
+	if zerr != nil {
+		return // not a type of event
+	}
+	want := reflect.New(reflect.TypeOf(zero))
+	werr := json.Unmarshal(data, want.Interface())
+	if object := bytes.TrimLeft(data, " \t\r\n"); werr == nil && (len(object) == 0 || object[0] != '{') {
+		werr = errors.New("not an object")
+	}
+	switch {
+	case (err == nil) != (werr == nil):
+		t.Fatalf("%s %q: DecodeEvent's error %v, encoding/json's %v", typ, data, err, werr)
+	case err == nil && !reflect.DeepEqual(got, want.Elem().Interface()):
+		t.Fatalf("%s %q: DecodeEvent gave %#v, encoding/json %#v", typ, data, got, want.Elem().Interface())
+	}
+}
+
+// TestDecodeEventAsEncodingJSON: every stored body of the wire fixtures,
+// and bodies no writer of ours makes (names in another case, a name
+// twice, unknown names, invalid UTF-8, nulls), decode as encoding/json
+// decodes them.
+func TestDecodeEventAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, w := range wireEvents {
+		e, err := domain.DecodeEvent(w.event.EventType(), []byte(w.json))
+		agreesWithEncodingJSON(t, w.event.EventType(), []byte(w.json), e, err)
+	}
+	for _, body := range []string{
+		`{"REVIEW_ID":"rev-1","Attempt":2,"state":"accepted"}`,
+		`{"review_id":"rev-1","review_id":"rev-2"}`,
+		`{"review_id":"rev-1","unknown":{"deep":[1,2,{"x":null}]}}`,
+		"{\"review_id\":\"rev-\xff\",\"reasons\":[\"\xfe\"]}",
+		`{"review_id":null,"reasons":null,"attempt":null}`,
+		`{"reasons":[]}`,
+		`{"received_at":"2026-03-01T12:00:00.123456789+01:00"}`,
+		`{"attempt":1.0}`,
+		`{"attempt":-0}`,
+		`  {"review_id":"\u00e9\ud800"}  `,
+	} {
+		e, err := domain.DecodeEvent(domain.TypeFindingReceived, []byte(body))
+		agreesWithEncodingJSON(t, domain.TypeFindingReceived, []byte(body), e, err)
+	}
 }

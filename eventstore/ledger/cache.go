@@ -3,11 +3,12 @@ package ledger
 import (
 	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	storedjson "github.com/go-json-experiment/json/v1"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -225,7 +226,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 		return nil, errStale
 	}
 	var meta Metadata
-	if err := json.Unmarshal(recs[0].Metadata, &meta); err != nil || meta.Hash != prev.head {
+	if err := storedjson.Unmarshal(recs[0].Metadata, &meta); err != nil || meta.Hash != prev.head {
 		return nil, errStale
 	}
 	if len(recs) == 1 {
@@ -238,7 +239,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 			return nil, fmt.Errorf("review %q revision %d: %w", prev.ID(), rec.Revision, err)
 		}
 		var m Metadata
-		if err := json.Unmarshal(rec.Metadata, &m); err != nil {
+		if err := storedjson.Unmarshal(rec.Metadata, &m); err != nil {
 			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", prev.ID(), rec.Revision, err, domain.ErrCorruptHistory)
 		}
 		if m.PrevHash != next.head {

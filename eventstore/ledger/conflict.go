@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	storedjson "github.com/go-json-experiment/json/v1"
+
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -65,7 +67,7 @@ func (l *Ledger) conflictHead(ctx context.Context, stream string) (eventstore.Ex
 	}
 	last := recs[len(recs)-1]
 	var meta Metadata
-	if err := json.Unmarshal(last.Metadata, &meta); err != nil {
+	if err := storedjson.Unmarshal(last.Metadata, &meta); err != nil {
 		return eventstore.ExpectedRevision{}, 0, "", fmt.Errorf("%s revision %d: metadata: %v: %w", stream, last.Revision, err, domain.ErrCorruptHistory)
 	}
 	return eventstore.Exact(last.Revision), last.Revision + 1, meta.Hash, nil
@@ -102,7 +104,7 @@ func (l *Ledger) Conflicts(ctx context.Context, reviewID string) (*ConflictLog, 
 			return nil, fmt.Errorf("%s revision %d: %w", stream, rec.Revision, err)
 		}
 		var meta Metadata
-		if err := json.Unmarshal(rec.Metadata, &meta); err != nil {
+		if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
 			return nil, fmt.Errorf("%s revision %d: metadata: %v: %w", stream, rec.Revision, err, domain.ErrCorruptHistory)
 		}
 		log.Events = append(log.Events, Entry{Revision: rec.Revision, Type: rec.Type, RecordedAt: rec.RecordedAt, Event: e, Data: rec.Data, Metadata: meta})

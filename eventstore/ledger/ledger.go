@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
+	storedjson "github.com/go-json-experiment/json/v1"
+
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -277,7 +279,7 @@ func (l *Ledger) History(ctx context.Context, reviewID string) (*History, error)
 			return nil, fmt.Errorf("review %q revision %d: %w", reviewID, rec.Revision, err)
 		}
 		var meta Metadata
-		if err := json.Unmarshal(rec.Metadata, &meta); err != nil {
+		if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
 			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", reviewID, rec.Revision, err, domain.ErrCorruptHistory)
 		}
 		h.Events[i] = Entry{Revision: rec.Revision, Type: rec.Type, RecordedAt: rec.RecordedAt, Event: e, Data: rec.Data, Metadata: meta}
