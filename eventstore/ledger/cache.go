@@ -161,10 +161,17 @@ func (c *snapshots) put(snap *Snapshot, seen epoch) {
 
 // Load rebuilds a review from its stream. A review with no events is
 // domain.ErrReviewNotFound. A review this ledger read or wrote recently is
-// brought up to date from the last event it knew rather than rebuilt.
+// brought up to date from the last event it knew rather than rebuilt; one
+// it knows in a terminal state (accepted, rejected) is answered as it is
+// kept, without reading the store: no event can follow a terminal state in
+// a review's history (domain.State.Terminal; Apply refuses any), so the
+// kept snapshot is the review's last.
 func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 	seen := l.epoch()
 	if prev := l.cache.get(reviewID); prev != nil {
+		if prev.State().Terminal() {
+			return prev, nil
+		}
 		snap, err := l.refresh(ctx, prev)
 		if err == nil {
 			l.cache.put(snap, seen)

@@ -338,3 +338,78 @@ func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
 		t.Fatalf("LoadWatched answered %s from a read made before the drop; the review is escalated", got.State())
 	}
 }
+
+// decide takes the review, as this ledger has it, to a provider's
+// accepted.
+func decide(t *testing.T, l *ledger.Ledger, id string) *ledger.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := l.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := snap.StartAttempt(snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = l.Append(ctx, snap, ledger.Actor{Name: "engine"}, start); err != nil {
+		t.Fatal(err)
+	}
+	found, err := snap.RecordFinding(domain.Finding{ReviewID: id, Attempt: 1, State: domain.DecisionAccepted}, domain.SourceResponse, snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = l.Append(ctx, snap, ledger.Actor{Name: "engine"}, found...); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// Load answers a review it keeps in a terminal state without reading the
+// store, the same review the store holds; it reads a kept review in any
+// other state, and a terminal one it does not keep.
+func TestLoadTerminalFromMemory(t *testing.T) {
+	t.Parallel()
+	store := &countingStore{Store: memstore.New()}
+	here, elsewhere := ledger.New(store), ledger.New(store)
+	ctx := context.Background()
+	load := func(l *ledger.Ledger, id string) (*ledger.Snapshot, bool) {
+		t.Helper()
+		before := store.reads.Load()
+		snap, err := l.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap, store.reads.Load() != before
+	}
+
+	create(t, here, "lt-1", "lt-2", "lt-3")
+	if _, read := load(here, "lt-1"); !read {
+		t.Fatal("a pending review was answered without reading the store")
+	}
+	decided := decide(t, here, "lt-1")
+	got, read := load(here, "lt-1")
+	if read || got.State() != domain.StateAccepted || got.Version() != decided.Version() {
+		t.Fatalf("a review decided here: read %v, state %s, version %d, want %d", read, got.State(), got.Version(), decided.Version())
+	}
+	fresh, _ := load(ledger.New(store), "lt-1")
+	if fresh.State() != got.State() || fresh.Version() != got.Version() || fresh.DecidedAt() != got.DecidedAt() {
+		t.Fatalf("answered %s at %d, the store holds %s at %d", got.State(), got.Version(), fresh.State(), fresh.Version())
+	}
+
+	// Escalated here: manual_review is not terminal, so it is read.
+	escalate(t, here, "lt-2")
+	if got, read := load(here, "lt-2"); !read || got.State() != domain.StateManualReview {
+		t.Fatalf("a review in manual_review: read %v, state %s", read, got.State())
+	}
+
+	// Decided elsewhere: the pending review kept here is read, and once
+	// read in its terminal state it is answered from memory.
+	decide(t, elsewhere, "lt-3")
+	if got, read := load(here, "lt-3"); !read || got.State() != domain.StateAccepted {
+		t.Fatalf("a review decided elsewhere: read %v, state %s", read, got.State())
+	}
+	if _, read := load(here, "lt-3"); read {
+		t.Fatal("a terminal review read once was read again")
+	}
+}
