@@ -277,3 +277,35 @@ func TestDecodeEventAsEncodingJSON(t *testing.T) {
 		agreesWithEncodingJSON(t, domain.TypeFindingReceived, []byte(body), e, err)
 	}
 }
+
+// BenchmarkDecodeEvent decodes the stored bodies of the events every
+// review writes, with DecodeEvent and, for comparison in the same run,
+// with encoding/json.
+func BenchmarkDecodeEvent(b *testing.B) {
+	for _, w := range wireEvents {
+		typ := w.event.EventType()
+		switch typ {
+		case domain.TypeSubmitted, domain.TypeAttemptStarted, domain.TypeFindingReceived:
+		default:
+			continue
+		}
+		body := []byte(w.json)
+		b.Run(typ+"/DecodeEvent", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := domain.DecodeEvent(typ, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(typ+"/encoding_json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v := reflect.New(reflect.TypeOf(w.event))
+				if err := json.Unmarshal(body, v.Interface()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
