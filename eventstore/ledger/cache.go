@@ -40,7 +40,29 @@ type snapshots struct {
 	goneOrder []goneDrop // a ring of the drops remembered, oldest at goneNext
 	goneNext  int
 	goneCap   int // drops remembered at most (goneSize)
+	// writing counts this ledger's writes in flight by review, and
+	// whether the watcher relied on one of them (reflects): a write keeps
+	// the snapshot it leads to before it tells the review's waiters
+	// (written), and a write that fails after the watcher relied on it
+	// moves the epoch and tells them to read again (abandoned, Ledger.write).
+	writing map[string]inFlight
 }
+
+// inFlight is what snapshots.writing holds of a review.
+type inFlight struct {
+	n      int    // writes in flight
+	upTo   uint64 // the highest revision they write
+	relied bool   // the watcher read one of their events and relied on them
+}
+
+// reflection is what reflects found of a review's change.
+type reflection int
+
+const (
+	reflectsNot     reflection = iota // the kept snapshot may miss it
+	reflectsKept                      // the kept snapshot holds it
+	reflectsWriting                   // a write in flight here will keep it, or move the epoch
+)
 
 type goneDrop struct {
 	id string
@@ -62,27 +84,79 @@ type cached struct {
 
 func newSnapshots(size int) *snapshots {
 	return &snapshots{byID: make(map[string]*list.Element), order: list.New(), size: size,
-		gone: make(map[string]uint64), goneCap: goneSize}
+		gone: make(map[string]uint64), goneCap: goneSize, writing: make(map[string]inFlight)}
 }
 
 // reflects reports whether the snapshot kept of the review holds its
 // event at revision rev, and marks it as relied on when it does: while it
 // is kept, no older snapshot of the review can take its place (put keeps
 // the newer), and once it is dropped, one read before the drop is not
-// trusted (put).
-func (c *snapshots) reflects(id string, rev uint64) bool {
+// trusted (put). Otherwise, when this ledger is writing the review up to
+// rev or beyond (the watcher can read a write's events before the writer
+// has kept what they lead to), it marks the writes as relied on and
+// reports reflectsWriting: a write that succeeds wrote every revision up
+// to its last (its expected revision held), so it keeps a snapshot holding
+// the event, relied on too, before it tells the waiters; one that fails
+// moves the epoch and tells them.
+func (c *snapshots) reflects(id string, rev uint64) reflection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.byID[id]
-	if !ok {
-		return false
+	if el, ok := c.byID[id]; ok {
+		if x := el.Value.(*cached); x.snap.Exists() && x.snap.Version() >= rev {
+			x.vouched = true
+			return reflectsKept
+		}
 	}
-	x := el.Value.(*cached)
-	if !x.snap.Exists() || x.snap.Version() < rev {
-		return false
+	if w, ok := c.writing[id]; ok && rev <= w.upTo {
+		w.relied = true
+		c.writing[id] = w
+		return reflectsWriting
 	}
-	x.vouched = true
-	return true
+	return reflectsNot
+}
+
+// begin counts a write of the review in flight, up to revision upTo.
+func (c *snapshots) begin(id string, upTo uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.writing[id]
+	w.n++
+	w.upTo = max(w.upTo, upTo)
+	c.writing[id] = w
+}
+
+// end ends a write begun with begin and reports whether the watcher relied
+// on the review's writes in flight; under mu.
+func (c *snapshots) end(id string) (relied bool) {
+	w := c.writing[id]
+	if w.n--; w.n <= 0 {
+		delete(c.writing, id)
+	} else {
+		c.writing[id] = w
+	}
+	return w.relied
+}
+
+// written keeps the snapshot a write led to (put) and ends the write; the
+// snapshot is relied on when the watcher relied on the write.
+func (c *snapshots) written(snap *Snapshot, seen epoch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(snap, seen)
+	if c.end(snap.ID()) {
+		if el, ok := c.byID[snap.ID()]; ok {
+			el.Value.(*cached).vouched = true
+		}
+	}
+}
+
+// abandoned ends a write that failed and reports whether the watcher
+// relied on it: its events may be stored, and the snapshot kept may miss
+// them (Ledger.write then moves the epoch and tells the waiters).
+func (c *snapshots) abandoned(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.end(id)
 }
 
 // drops is the number of drops of relied-on snapshots so far, for an
@@ -138,6 +212,10 @@ func (c *snapshots) getSeen(id string) (*Snapshot, epoch) {
 func (c *snapshots) put(snap *Snapshot, seen epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(snap, seen)
+}
+
+func (c *snapshots) putLocked(snap *Snapshot, seen epoch) {
 	id := snap.ID()
 	seen.following = c.trusted(id, seen)
 	if el, ok := c.byID[id]; ok {
@@ -205,7 +283,11 @@ func (l *Ledger) Load(ctx context.Context, reviewID string) (*Snapshot, error) {
 // told to the waiter, which then reads the review (when Follow stops, every
 // waiter is told to read again, since what came after its last read is
 // told to no one); one made through this ledger is kept before it is
-// told. Anything else is Load. A waiter may thus hear of another
+// told. The watcher may read one of this ledger's own writes before the
+// writer has kept what it leads to: it then neither moves the epoch nor
+// tells, since the write keeps its snapshot before telling the waiters,
+// or, failing, moves the epoch and tells them to read again (Ledger.write,
+// snapshots.reflects). Anything else is Load. A waiter may thus hear of another
 // process's change only once Follow has read it (its lag, about 10 ms at
 // the head), where a store read would have seen it at once; the answer is
 // the same. It assumes one Follow per watcher.

@@ -34,7 +34,7 @@ type Watcher struct {
 	told atomic.Uint64
 	// kept is the ledger's snapshots; nil for a watcher of no ledger.
 	kept interface {
-		reflects(id string, rev uint64) bool
+		reflects(id string, rev uint64) reflection
 	}
 }
 
@@ -225,7 +225,14 @@ func (w *Watcher) Follow(ctx context.Context, retry time.Duration) error {
 		moved := false
 		for _, e := range evs {
 			if id, ok := strings.CutPrefix(e.Stream, domain.StreamName("")); ok && mayEndPending(e.Type) {
-				if !moved && (w.kept == nil || !w.kept.reflects(id, e.Revision)) {
+				r := reflectsNot
+				if w.kept != nil {
+					r = w.kept.reflects(id, e.Revision)
+				}
+				if r == reflectsWriting {
+					continue // the write tells, with what it leads to (Ledger.write)
+				}
+				if !moved && r == reflectsNot {
 					w.told.Add(1) // before telling of what a kept snapshot may not hold: see LoadWatched
 					moved = true
 				}

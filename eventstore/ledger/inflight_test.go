@@ -1,0 +1,236 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// gatedCommitter writes through the store; once armed, its next commit is
+// stored at once but answered only when released (with an error when
+// fail is set): the watcher can read the write's events before the writer
+// hears of them.
+type gatedCommitter struct {
+	store     eventstore.Store
+	armed     atomic.Bool
+	fail      bool
+	committed chan struct{}
+	release   chan struct{}
+}
+
+func (g *gatedCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+	res, err := g.store.AppendMulti(ctx, appends...)
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.committed)
+		<-g.release
+		if g.fail {
+			return nil, errors.New("connection lost after the commit")
+		}
+	}
+	return res, err
+}
+
+// ownWrite is a ledger following its store, whose next write is gated, and
+// a review "bystander" kept current, answered from memory.
+type ownWrite struct {
+	store *countingStore
+	gate  *gatedCommitter
+	here  *ledger.Ledger
+}
+
+func newOwnWrite(t *testing.T, fail bool, ids ...string) *ownWrite {
+	t.Helper()
+	store := &countingStore{Store: memstore.New()}
+	gate := &gatedCommitter{store: store, fail: fail, committed: make(chan struct{}), release: make(chan struct{})}
+	o := &ownWrite{store: store, gate: gate, here: ledger.New(store, ledger.Options{Committer: gate})}
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan error, 1)
+	w := o.here.Watcher()
+	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-followed; err != nil {
+			t.Error(err)
+		}
+	})
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	create(t, o.here, append([]string{"bystander"}, ids...)...)
+	if _, read := o.loadWatched(t, "bystander"); read {
+		t.Fatal("a review written here while following was read from the store")
+	}
+	return o
+}
+
+// loadWatched is LoadWatched, and whether it read the store.
+func (o *ownWrite) loadWatched(t *testing.T, id string) (*ledger.Snapshot, bool) {
+	t.Helper()
+	before := o.store.reads.Load()
+	snap, err := o.here.LoadWatched(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap, o.store.reads.Load() != before
+}
+
+// gated starts write in the background with the gate armed and returns
+// once its events are stored and the watcher has relied on the write, and
+// the channel the write's error comes on once released.
+func (o *ownWrite) gated(t *testing.T, id string, write func() error) <-chan error {
+	t.Helper()
+	o.gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	select {
+	case <-o.gate.committed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not reach the store")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !ledger.Relied(o.here, id); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Follow did not read the write's events")
+		}
+	}
+	return done
+}
+
+// Follow reads this process's own write before the writer has kept what it
+// leads to: it does not move the epoch (a bystander's long-poll is still
+// answered from memory) and does not tell the review's waiters, which the
+// write then tells with the review as it stands.
+func TestFollowReadsAnOwnWriteFirst(t *testing.T) {
+	t.Parallel()
+	o := newOwnWrite(t, false, "own")
+	ch, stop := o.here.Watcher().Watch("own")
+	defer stop()
+	done := o.gated(t, "own", func() error { return escalateErr(o.here, "own") })
+	select {
+	case snap := <-ch:
+		t.Fatalf("told %v before the write was answered", snap)
+	default:
+	}
+	if _, read := o.loadWatched(t, "bystander"); read {
+		t.Fatal("the epoch moved for this process's own write")
+	}
+	close(o.gate.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case snap := <-ch:
+		if snap == nil || snap.State() != domain.StateManualReview {
+			t.Fatalf("told %v, want the escalated review", snap)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not tell its waiter")
+	}
+	if !ledger.Vouched(o.here, "own") {
+		t.Fatal("the snapshot the write kept is not marked as relied on: its drop would go unremembered")
+	}
+}
+
+// The same write failing after its events were stored and read: the epoch
+// moves (the bystander is read from the store), the waiter is told to read
+// again, and what it reads is what was stored.
+func TestFollowReadsAnOwnWriteThatFails(t *testing.T) {
+	t.Parallel()
+	o := newOwnWrite(t, true, "own")
+	ch, stop := o.here.Watcher().Watch("own")
+	defer stop()
+	done := o.gated(t, "own", func() error { return escalateErr(o.here, "own") })
+	close(o.gate.release)
+	if err := <-done; err == nil {
+		t.Fatal("the failed commit was not reported")
+	}
+	select {
+	case snap := <-ch:
+		if snap != nil {
+			t.Fatalf("told %v, want a read again", snap)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failed write did not tell its waiter")
+	}
+	if _, read := o.loadWatched(t, "bystander"); !read {
+		t.Fatal("the epoch did not move for a write that failed after the watcher relied on it")
+	}
+	if got, _ := o.loadWatched(t, "own"); got.State() != domain.StateManualReview {
+		t.Fatalf("read %s, want the stored escalation", got.State())
+	}
+}
+
+// While a write of the review is in flight here, another process appends
+// after it: that change is beyond what the write keeps, so the epoch moves
+// and the waiter is told at once, before the write is answered.
+func TestFollowReadsAChangeBeyondAnOwnWrite(t *testing.T) {
+	t.Parallel()
+	o := newOwnWrite(t, false, "own")
+	elsewhere := ledger.New(o.store)
+	ctx := context.Background()
+	snap, err := o.here.Load(ctx, "own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := snap.StartAttempt(snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := o.here.Watcher().Watch("own")
+	defer stop()
+	o.gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := o.here.Append(ctx, snap, ledger.Actor{Name: "engine"}, start)
+		done <- err
+	}()
+	<-o.gate.committed
+	// The attempt is stored; another process records its finding.
+	there, err := elsewhere.Load(ctx, "own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := there.RecordFinding(domain.Finding{ReviewID: "own", Attempt: 1, State: domain.DecisionAccepted}, domain.SourceCallback, there.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elsewhere.Append(ctx, there, ledger.Actor{Name: "other"}, found...); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case told := <-ch:
+		if told != nil {
+			t.Fatalf("told %v, want a read again", told)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other process's finding was not told while the write was in flight")
+	}
+	if _, read := o.loadWatched(t, "bystander"); !read {
+		t.Fatal("the epoch did not move for a change beyond the write in flight")
+	}
+	close(o.gate.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// escalateErr escalates the review through l as l has it.
+func escalateErr(l *ledger.Ledger, id string) error {
+	ctx := context.Background()
+	snap, err := l.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	esc, err := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
+	if err != nil {
+		return err
+	}
+	_, err = l.Append(ctx, snap, ledger.Actor{Name: "other"}, esc)
+	return err
+}
