@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -50,9 +51,21 @@ type snapshots struct {
 
 // inFlight is what snapshots.writing holds of a review.
 type inFlight struct {
-	n      int    // writes in flight
-	upTo   uint64 // the highest revision they write
-	relied bool   // the watcher read one of their events and relied on them
+	writes []revisions // the revisions each write in flight writes
+	relied bool        // the watcher read one of their events and relied on them
+}
+
+// revisions are the revisions one write writes, first to last.
+type revisions struct{ first, last uint64 }
+
+// writing reports whether one of the writes writes revision rev.
+func (w inFlight) writing(rev uint64) bool {
+	for _, r := range w.writes {
+		if r.first <= rev && rev <= r.last {
+			return true
+		}
+	}
+	return false
 }
 
 // reflection is what reflects found of a review's change.
@@ -91,13 +104,15 @@ func newSnapshots(size int) *snapshots {
 // event at revision rev, and marks it as relied on when it does: while it
 // is kept, no older snapshot of the review can take its place (put keeps
 // the newer), and once it is dropped, one read before the drop is not
-// trusted (put). Otherwise, when this ledger is writing the review up to
-// rev or beyond (the watcher can read a write's events before the writer
-// has kept what they lead to), it marks the writes as relied on and
-// reports reflectsWriting: a write that succeeds wrote every revision up
-// to its last (its expected revision held), so it keeps a snapshot holding
-// the event, relied on too, before it tells the waiters; one that fails
-// moves the epoch and tells them.
+// trusted (put). Otherwise, when a write of this ledger in flight writes
+// revision rev of the review (the watcher can read a write's events before
+// the writer has kept what they lead to), it marks the writes as relied on
+// and reports reflectsWriting: the event is that write's if the write
+// succeeds, so the write keeps a snapshot holding it, relied on too, and
+// tells the waiters (the event can end pending, so the write does); a
+// write that fails moves the epoch and tells them. An event at another
+// revision (stored before the write, or after it) is not the write's to
+// tell.
 func (c *snapshots) reflects(id string, rev uint64) reflection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -107,7 +122,7 @@ func (c *snapshots) reflects(id string, rev uint64) reflection {
 			return reflectsKept
 		}
 	}
-	if w, ok := c.writing[id]; ok && rev <= w.upTo {
+	if w, ok := c.writing[id]; ok && w.writing(rev) {
 		w.relied = true
 		c.writing[id] = w
 		return reflectsWriting
@@ -115,21 +130,23 @@ func (c *snapshots) reflects(id string, rev uint64) reflection {
 	return reflectsNot
 }
 
-// begin counts a write of the review in flight, up to revision upTo.
-func (c *snapshots) begin(id string, upTo uint64) {
+// begin counts a write in flight of the review's revisions first to last.
+func (c *snapshots) begin(id string, revs revisions) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.writing[id]
-	w.n++
-	w.upTo = max(w.upTo, upTo)
+	w.writes = append(w.writes, revs)
 	c.writing[id] = w
 }
 
-// end ends a write begun with begin and reports whether the watcher relied
-// on the review's writes in flight; under mu.
-func (c *snapshots) end(id string) (relied bool) {
+// end ends the write begun with begin(id, revs) and reports whether the
+// watcher relied on the review's writes in flight; under mu.
+func (c *snapshots) end(id string, revs revisions) (relied bool) {
 	w := c.writing[id]
-	if w.n--; w.n <= 0 {
+	if i := slices.Index(w.writes, revs); i >= 0 {
+		w.writes = slices.Delete(w.writes, i, i+1)
+	}
+	if len(w.writes) == 0 {
 		delete(c.writing, id)
 	} else {
 		c.writing[id] = w
@@ -139,12 +156,12 @@ func (c *snapshots) end(id string) (relied bool) {
 
 // written keeps the snapshot a write led to (put) and ends the write; the
 // snapshot is relied on when the watcher relied on the write.
-func (c *snapshots) written(snap *Snapshot, seen epoch) {
+func (c *snapshots) written(id string, revs revisions, snap *Snapshot, seen epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.putLocked(snap, seen)
-	if c.end(snap.ID()) {
-		if el, ok := c.byID[snap.ID()]; ok {
+	if c.end(id, revs) {
+		if el, ok := c.byID[id]; ok {
 			el.Value.(*cached).vouched = true
 		}
 	}
@@ -153,10 +170,10 @@ func (c *snapshots) written(snap *Snapshot, seen epoch) {
 // abandoned ends a write that failed and reports whether the watcher
 // relied on it: its events may be stored, and the snapshot kept may miss
 // them (Ledger.write then moves the epoch and tells the waiters).
-func (c *snapshots) abandoned(id string) bool {
+func (c *snapshots) abandoned(id string, revs revisions) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.end(id)
+	return c.end(id, revs)
 }
 
 // drops is the number of drops of relied-on snapshots so far, for an

@@ -190,7 +190,11 @@ func TestFollowReadsAChangeBeyondAnOwnWrite(t *testing.T) {
 		_, err := o.here.Append(ctx, snap, ledger.Actor{Name: "engine"}, start)
 		done <- err
 	}()
-	<-o.gate.committed
+	select {
+	case <-o.gate.committed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not reach the store")
+	}
 	// The attempt is stored; another process records its finding.
 	there, err := elsewhere.Load(ctx, "own")
 	if err != nil {
@@ -233,4 +237,96 @@ func escalateErr(l *ledger.Ledger, id string) error {
 	}
 	_, err = l.Append(ctx, snap, ledger.Actor{Name: "other"}, esc)
 	return err
+}
+
+// heldStore holds Follow's next read of the global order, once armed,
+// until released: a watcher that lags.
+type heldStore struct {
+	*memstore.Store
+	hold    atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	if s.hold.CompareAndSwap(true, false) {
+		close(s.held)
+		<-s.release
+	}
+	return s.Store.ReadAll(ctx, after, limit)
+}
+
+// Another process escalates a review that a waiter here long-polls; before
+// Follow reads that, this process loads the review, drops it from its
+// keeping, and writes a claim on it, the commit slow. The escalation is
+// not the claim's (it was stored before), so Follow tells the waiter at
+// once and moves the epoch, as it would with no write in flight.
+func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
+	t.Parallel()
+	store := &heldStore{Store: memstore.New(), held: make(chan struct{}), release: make(chan struct{})}
+	gate := &gatedCommitter{store: store, committed: make(chan struct{}), release: make(chan struct{})}
+	here, elsewhere := ledger.New(store, ledger.Options{Committer: gate}), ledger.New(store)
+	ledger.SetKept(here, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := here.Watcher()
+	followed := make(chan error, 1)
+	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
+	defer func() {
+		cancel()
+		if err := <-followed; err != nil {
+			t.Error(err)
+		}
+	}()
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	create(t, here, "y", "x")
+	ch, stop := w.Watch("x")
+	defer stop()
+	if snap, err := here.LoadWatched(ctx, "x"); err != nil || snap.State() != domain.StatePending {
+		t.Fatalf("LoadWatched = %v, %v", snap, err)
+	}
+	store.hold.Store(true)
+	escalate(t, elsewhere, "x")
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	wait(store.held, "Follow did not read the global order")
+	snap, err := here.Load(ctx, "x")
+	if err != nil || snap.State() != domain.StateManualReview {
+		t.Fatalf("Load = %v, %v", snap, err)
+	}
+	if _, err := here.Load(ctx, "y"); err != nil { // one kept: x is dropped
+		t.Fatal(err)
+	}
+	claim, err := snap.Claim("moderator", time.Minute, snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := here.Append(ctx, snap, ledger.Actor{Name: "moderator"}, claim)
+		done <- err
+	}()
+	wait(gate.committed, "the claim did not reach the store")
+	close(store.release)
+	select {
+	case told := <-ch:
+		if told != nil {
+			t.Fatalf("told %v, want a read again", told)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not told of the escalation another process made")
+	}
+	close(gate.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

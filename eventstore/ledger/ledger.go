@@ -185,9 +185,10 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 // waiters when the events may have ended its automated path.
 func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, effect any, id string, next *Snapshot, events []domain.Event) error {
 	seen := l.epoch()
-	l.cache.begin(id, next.Version())
+	revs := revisions{first: next.Version() + 1 - uint64(len(data)), last: next.Version()}
+	l.cache.begin(id, revs)
 	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
-		if l.cache.abandoned(id) {
+		if l.cache.abandoned(id, revs) {
 			// The watcher read events of this write, which may be stored,
 			// and relied on it to keep them: the snapshot kept may miss
 			// them, so the epoch moves before the waiters are told.
@@ -196,7 +197,7 @@ func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.E
 		}
 		return fmt.Errorf("append to %s: %w", stream, err)
 	}
-	l.cache.written(next, seen) // before the waiters are told: see LoadWatched
+	l.cache.written(id, revs, next, seen) // before the waiters are told: see LoadWatched
 	for _, e := range events {
 		if mayEndPending(e.EventType()) {
 			l.watch.changed(id, next)
