@@ -91,7 +91,8 @@ type cached struct {
 	snap *Snapshot
 	seen epoch // when snap was read or written; following false: not to be trusted (LoadWatched)
 	// vouched: the watcher did not move its epoch for a change because
-	// this snapshot already held it (reflects).
+	// this snapshot already held it (reflects), or it was written here
+	// (written).
 	vouched bool
 }
 
@@ -154,16 +155,19 @@ func (c *snapshots) end(id string, revs revisions) (relied bool) {
 	return w.relied
 }
 
-// written keeps the snapshot a write led to (put) and ends the write; the
-// snapshot is relied on when the watcher relied on the write.
+// written keeps the snapshot a write led to (put), relied on, and ends
+// the write. Relied on whether or not the watcher has read the write's
+// events yet: it may read them only after this snapshot was dropped, and
+// leave them to another write of the review in flight here at the same
+// revisions (one bound to fail), moving no epoch until that write fails;
+// a snapshot read before the drop must not be trusted meanwhile (put).
 func (c *snapshots) written(id string, revs revisions, snap *Snapshot, seen epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.putLocked(snap, seen)
-	if c.end(id, revs) {
-		if el, ok := c.byID[id]; ok {
-			el.Value.(*cached).vouched = true
-		}
+	c.end(id, revs)
+	if el, ok := c.byID[id]; ok {
+		el.Value.(*cached).vouched = true
 	}
 }
 

@@ -330,3 +330,139 @@ func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// probeStore is a heldStore whose next read of a stream, once armed, is
+// made at once but answered only when released (a slow Load); it counts
+// the reads of streams.
+type probeStore struct {
+	heldStore
+	readArmed   atomic.Bool
+	readReached chan struct{}
+	readRelease chan struct{}
+	reads       atomic.Int64
+}
+
+func (s *probeStore) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
+	s.reads.Add(1)
+	recs, err := s.Store.ReadStream(ctx, stream, from)
+	if s.readArmed.CompareAndSwap(true, false) {
+		close(s.readReached)
+		<-s.readRelease
+	}
+	return recs, err
+}
+
+// Two writes of one review here from the same snapshot: A escalates it
+// and tells; B, doomed, is still in flight when Follow reads A's
+// escalation at the revision B would write. Meanwhile A's snapshot was
+// dropped and a slow read put back the pending one. That read is not
+// trusted (a written snapshot is relied on, so its drop is remembered):
+// a new waiter's LoadWatched reads the store instead of answering pending.
+func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
+	t.Parallel()
+	store := &probeStore{heldStore: heldStore{Store: memstore.New(), held: make(chan struct{}), release: make(chan struct{})},
+		readReached: make(chan struct{}), readRelease: make(chan struct{})}
+	gate := &gatedCommitter{store: store, committed: make(chan struct{}), release: make(chan struct{})}
+	here, elsewhere := ledger.New(store, ledger.Options{Committer: gate}), ledger.New(store)
+	ledger.SetKept(here, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := here.Watcher()
+	followed := make(chan error, 1)
+	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
+	defer func() {
+		cancel()
+		if err := <-followed; err != nil {
+			t.Error(err)
+		}
+	}()
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	create(t, here, "y", "x")
+	snap, err := here.Load(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.hold.Store(true) // Follow lags from here on
+	create(t, elsewhere, "z")
+	wait(store.held, "Follow did not read the global order")
+
+	store.readArmed.Store(true) // a slow Load of x, pending
+	slow := make(chan error, 1)
+	go func() {
+		_, err := here.Load(ctx, "x")
+		slow <- err
+	}()
+	wait(store.readReached, "the slow Load did not read")
+
+	early, stopEarly := w.Watch("x")
+	defer stopEarly()
+	esc, err := snap.Escalate(domain.ReasonCancelled, "", snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.Append(ctx, snap, ledger.Actor{Name: "a"}, esc); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case told := <-early:
+		if told == nil || told.State() != domain.StateManualReview {
+			t.Fatalf("A told %v", told)
+		}
+	default:
+		t.Fatal("A did not tell its waiter")
+	}
+	start, err := snap.StartAttempt(snap.SubmittedAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate.armed.Store(true)
+	doomed := make(chan error, 1)
+	go func() {
+		_, err := here.Append(ctx, snap, ledger.Actor{Name: "b"}, start)
+		doomed <- err
+	}()
+	wait(gate.committed, "B did not reach the store")
+	if _, err := here.Load(ctx, "y"); err != nil { // one kept: x is dropped
+		t.Fatal(err)
+	}
+	close(store.readRelease) // the slow Load keeps x pending
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	close(store.release) // Follow reads A's escalation, at B's revision
+	for deadline := time.Now().Add(5 * time.Second); !ledger.Relied(here, "x"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Follow did not leave the escalation to B")
+		}
+	}
+	late, stopLate := w.Watch("x")
+	defer stopLate()
+	before := store.reads.Load()
+	got, err := here.LoadWatched(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.reads.Load() == before || got.State() != domain.StateManualReview {
+		t.Errorf("LoadWatched answered %s at %d (read the store: %v) after A told the escalation",
+			got.State(), got.Version(), store.reads.Load() != before)
+	}
+	close(gate.release)
+	if err := <-doomed; err == nil {
+		t.Fatal("B, written from a stale snapshot, succeeded")
+	}
+	select {
+	case <-late:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new waiter was never told")
+	}
+}
