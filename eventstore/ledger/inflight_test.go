@@ -50,19 +50,7 @@ func newOwnWrite(t *testing.T, fail bool, ids ...string) *ownWrite {
 	store := &countingStore{Store: memstore.New()}
 	gate := &gatedCommitter{store: store, fail: fail, committed: make(chan struct{}), release: make(chan struct{})}
 	o := &ownWrite{store: store, gate: gate, here: ledger.New(store, ledger.Options{Committer: gate})}
-	ctx, cancel := context.WithCancel(context.Background())
-	followed := make(chan error, 1)
-	w := o.here.Watcher()
-	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-followed; err != nil {
-			t.Error(err)
-		}
-	})
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	following(t, o.here)
 	create(t, o.here, append([]string{"bystander"}, ids...)...)
 	if _, read := o.loadWatched(t, "bystander"); read {
 		t.Fatal("a review written here while following was read from the store")
@@ -89,11 +77,7 @@ func (o *ownWrite) gated(t *testing.T, id string, write func() error) <-chan err
 	o.gate.armed.Store(true)
 	done := make(chan error, 1)
 	go func() { done <- write() }()
-	select {
-	case <-o.gate.committed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the write did not reach the store")
-	}
+	waitFor(t, o.gate.committed, "the write did not reach the store")
 	for deadline := time.Now().Add(5 * time.Second); !ledger.Relied(o.here, id); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("Follow did not read the write's events")
@@ -150,14 +134,7 @@ func TestFollowReadsAnOwnWriteThatFails(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the failed commit was not reported")
 	}
-	select {
-	case snap := <-ch:
-		if snap != nil {
-			t.Fatalf("told %v, want a read again", snap)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the failed write did not tell its waiter")
-	}
+	toldToReadAgain(t, ch, "the failed write did not tell its waiter")
 	if _, read := o.loadWatched(t, "bystander"); !read {
 		t.Fatal("the epoch did not move for a write that failed after the watcher relied on it")
 	}
@@ -184,17 +161,7 @@ func TestFollowReadsAChangeBeyondAnOwnWrite(t *testing.T) {
 	}
 	ch, stop := o.here.Watcher().Watch("own")
 	defer stop()
-	o.gate.armed.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		_, err := o.here.Append(ctx, snap, ledger.Actor{Name: "engine"}, start)
-		done <- err
-	}()
-	select {
-	case <-o.gate.committed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the write did not reach the store")
-	}
+	done := gatedAppend(t, o.gate, o.here, snap, "engine", "the write did not reach the store", start)
 	// The attempt is stored; another process records its finding.
 	there, err := elsewhere.Load(ctx, "own")
 	if err != nil {
@@ -207,14 +174,7 @@ func TestFollowReadsAChangeBeyondAnOwnWrite(t *testing.T) {
 	if _, err := elsewhere.Append(ctx, there, ledger.Actor{Name: "other"}, found...); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case told := <-ch:
-		if told != nil {
-			t.Fatalf("told %v, want a read again", told)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the other process's finding was not told while the write was in flight")
-	}
+	toldToReadAgain(t, ch, "the other process's finding was not told while the write was in flight")
 	if _, read := o.loadWatched(t, "bystander"); !read {
 		t.Fatal("the epoch did not move for a change beyond the write in flight")
 	}
@@ -267,20 +227,8 @@ func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
 	gate := &gatedCommitter{store: store, committed: make(chan struct{}), release: make(chan struct{})}
 	here, elsewhere := ledger.New(store, ledger.Options{Committer: gate}), ledger.New(store)
 	ledger.SetKept(here, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := here.Watcher()
-	followed := make(chan error, 1)
-	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
-	defer func() {
-		cancel()
-		if err := <-followed; err != nil {
-			t.Error(err)
-		}
-	}()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	ctx := context.Background()
+	w := following(t, here)
 	create(t, here, "y", "x")
 	ch, stop := w.Watch("x")
 	defer stop()
@@ -289,15 +237,7 @@ func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
 	}
 	store.hold.Store(true)
 	escalate(t, elsewhere, "x")
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatal(what)
-		}
-	}
-	wait(store.held, "Follow did not read the global order")
+	waitFor(t, store.held, "Follow did not read the global order")
 	snap, err := here.Load(ctx, "x")
 	if err != nil || snap.State() != domain.StateManualReview {
 		t.Fatalf("Load = %v, %v", snap, err)
@@ -309,22 +249,9 @@ func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate.armed.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		_, err := here.Append(ctx, snap, ledger.Actor{Name: "moderator"}, claim)
-		done <- err
-	}()
-	wait(gate.committed, "the claim did not reach the store")
+	done := gatedAppend(t, gate, here, snap, "moderator", "the claim did not reach the store", claim)
 	close(store.release)
-	select {
-	case told := <-ch:
-		if told != nil {
-			t.Fatalf("told %v, want a read again", told)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter was not told of the escalation another process made")
-	}
+	toldToReadAgain(t, ch, "the waiter was not told of the escalation another process made")
 	close(gate.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -365,28 +292,8 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	gate := &gatedCommitter{store: store, committed: make(chan struct{}), release: make(chan struct{})}
 	here, elsewhere := ledger.New(store, ledger.Options{Committer: gate}), ledger.New(store)
 	ledger.SetKept(here, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := here.Watcher()
-	followed := make(chan error, 1)
-	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
-	defer func() {
-		cancel()
-		if err := <-followed; err != nil {
-			t.Error(err)
-		}
-	}()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatal(what)
-		}
-	}
+	ctx := context.Background()
+	w := following(t, here)
 	create(t, here, "y", "x")
 	snap, err := here.Load(ctx, "x")
 	if err != nil {
@@ -394,7 +301,7 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	}
 	store.hold.Store(true) // Follow lags from here on
 	create(t, elsewhere, "z")
-	wait(store.held, "Follow did not read the global order")
+	waitFor(t, store.held, "Follow did not read the global order")
 
 	store.readArmed.Store(true) // a slow Load of x, pending
 	slow := make(chan error, 1)
@@ -402,7 +309,7 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 		_, err := here.Load(ctx, "x")
 		slow <- err
 	}()
-	wait(store.readReached, "the slow Load did not read")
+	waitFor(t, store.readReached, "the slow Load did not read")
 
 	early, stopEarly := w.Watch("x")
 	defer stopEarly()
@@ -425,13 +332,7 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate.armed.Store(true)
-	doomed := make(chan error, 1)
-	go func() {
-		_, err := here.Append(ctx, snap, ledger.Actor{Name: "b"}, start)
-		doomed <- err
-	}()
-	wait(gate.committed, "B did not reach the store")
+	doomed := gatedAppend(t, gate, here, snap, "b", "B did not reach the store", start)
 	if _, err := here.Load(ctx, "y"); err != nil { // one kept: x is dropped
 		t.Fatal(err)
 	}
@@ -465,4 +366,63 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the new waiter was never told")
 	}
+}
+
+// following runs Follow on l's watcher until the test ends, and returns
+// the watcher once it follows.
+func following(t *testing.T, l *ledger.Ledger) *ledger.Watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := l.Watcher()
+	followed := make(chan error, 1)
+	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-followed; err != nil {
+			t.Error(err)
+		}
+	})
+	for !w.Following() {
+		time.Sleep(time.Millisecond)
+	}
+	return w
+}
+
+// waitFor fails the test unless ch is closed within 5 s.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// toldToReadAgain fails the test unless ch tells, within 5 s, to read the
+// review again (a nil snapshot).
+func toldToReadAgain(t *testing.T, ch <-chan *ledger.Snapshot, what string) {
+	t.Helper()
+	select {
+	case told := <-ch:
+		if told != nil {
+			t.Fatalf("told %v, want a read again", told)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// gatedAppend appends events to snap through l with gate armed, and
+// returns once they are stored, with the channel the append's error comes
+// on once the gate is released.
+func gatedAppend(t *testing.T, gate *gatedCommitter, l *ledger.Ledger, snap *ledger.Snapshot, actor, what string, events ...domain.Event) <-chan error {
+	t.Helper()
+	gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), snap, ledger.Actor{Name: actor}, events...)
+		done <- err
+	}()
+	waitFor(t, gate.committed, what)
+	return done
 }
