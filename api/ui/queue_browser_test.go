@@ -456,6 +456,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.ScreenshotView("help-phone")
 		p.Click("#help-close")
 		p.Do("filter by reason", chromedp.Evaluate[chromedp.Void](`location.hash = '#/queue'`))
+		p.WaitText(row("rev-sla-0001"), "Overdue") // the queue drawn again, its buttons with it
 		p.Click("#bulk-requeue-filter")
 		p.WaitText("#confirm-count", "reviews")
 		p.ScreenshotView("bulk-confirm-phone")
