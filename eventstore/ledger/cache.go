@@ -22,8 +22,10 @@ const snapshotCacheSize = 20000
 // used reviews, so that loading one again reads only what was appended
 // since: the last event it knows (its hash must still be the one it
 // chained onto: a history rewritten meanwhile is read again from the start)
-// and any after it. A snapshot is never served without that read, so a
-// review changed by another process is seen as it is.
+// and any after it, so a review changed by another process is seen as it
+// is. Two reads are answered without it: a review kept in a terminal state
+// (Load; nothing can follow it) and a long-poll's first read while the
+// watcher vouches for the kept snapshot (LoadWatched).
 type snapshots struct {
 	mu    sync.Mutex
 	byID  map[string]*list.Element
@@ -131,7 +133,7 @@ func (c *snapshots) reflects(id string, rev uint64) reflection {
 	return reflectsNot
 }
 
-// begin counts a write in flight of the review's revisions first to last.
+// begin records a write in flight of the review's revisions first to last.
 func (c *snapshots) begin(id string, revs revisions) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
