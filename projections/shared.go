@@ -25,9 +25,11 @@ import (
 // by a failed batch) is a laggard: its group reads batches of its own,
 // cut at the checkpoint of the group ahead of it, one batch per turn of
 // the loop, while the group ahead goes on. When a cut batch brings it to
-// that checkpoint the two groups are one from the next turn on. The
-// laggard catches up as long as it applies faster than the ledger grows,
-// as a projection on its own has to.
+// that checkpoint it joins the group ahead in the same turn (waiting for
+// the next, it would find the group ahead one batch further on, for as
+// long as the load lasts), and the two are one from then on. The laggard
+// catches up as long as it applies faster than the ledger grows, as a
+// projection on its own has to.
 
 // member is a projection this process runs, with its lock and where its
 // checkpoint stands.
@@ -199,9 +201,36 @@ func (l *loop) step(ctx context.Context) (progressed, more bool, err error) {
 		if err := l.apply(ctx, g, b); err != nil {
 			return progressed, more, err
 		}
-		progressed, more = true, more || b.more
+		progressed = true
+		if until != nil {
+			var all bool
+			if groups[i+1], all = l.join(g, groups[i+1]); all {
+				continue // the group ahead's read says whether more follow
+			}
+		}
+		more = more || b.more
 	}
 	return progressed, more, nil
+}
+
+// join adds to the group ahead the members of g that its batch brought to
+// that group's checkpoint, so that they share its batch in this same
+// turn, and says whether all of g joined. Left for the next turn, they
+// would stay one batch behind for as long as the group ahead finds new
+// events: under steady load every event would be read and applied twice.
+func (l *loop) join(g, ahead []*member) (_ []*member, all bool) {
+	all = true
+	for _, m := range g {
+		if !slices.Contains(l.members, m) {
+			continue // let go by the batch
+		}
+		if m.pos != ahead[0].pos {
+			all = false
+			continue
+		}
+		ahead = append(ahead, m)
+	}
+	return ahead, all
 }
 
 // groupByPosition returns the members grouped by checkpoint, in global

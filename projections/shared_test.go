@@ -2,11 +2,14 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
@@ -178,4 +181,85 @@ func TestIgnoredEventsIssueNoQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "rebuild", dump(t, e.pool), incremental)
+}
+
+// growing is a ledger that grows while it is read, as under steady load:
+// every read of the global order, once it has been answered, is followed
+// by a new review's Submitted, until grow is spent. It counts how often
+// each event was read.
+type growing struct {
+	eventstore.Store
+	t    *testing.T
+	e    *env
+	mu   sync.Mutex
+	grow int
+	next int
+	read map[eventstore.Position]int
+}
+
+func (g *growing) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	events, err := g.Store.ReadAll(ctx, after, limit)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ev := range events {
+		g.read[ev.Position]++
+	}
+	if err != nil || g.grow == 0 {
+		return events, err
+	}
+	g.grow--
+	g.next++
+	sub, serr := domain.Submit(domain.SubmitCommand{ReviewID: fmt.Sprintf("steady-%d", g.next), ContentClass: "caption_suggestion",
+		ContentType: "text/plain", PayloadDigest: "sha256:00", Policy: workload.DefaultPolicy().Classes["caption_suggestion"], Now: t0})
+	if serr == nil {
+		_, serr = g.e.ledger.Create(ctx, sub, ledger.Actor{Name: "test"})
+	}
+	if serr != nil {
+		g.t.Errorf("grow the ledger: %v", serr)
+	}
+	return events, err
+}
+
+// A laggard that reaches the group ahead of it joins that group in the
+// same turn of the loop: under steady load the group ahead never reads
+// an empty batch, and a laggard left one batch behind it would read every
+// event twice, in two transactions, for as long as the load lasts.
+func TestLaggardJoinsSharedBatchUnderLoad(t *testing.T) {
+	t.Parallel()
+	e, sql := newTracedEnv(t)
+	first := e.workload(t, workload.Config{Reviews: 30, Writers: 2, Seed: 47})
+	summaryOnly := e.runner(t, func(c *Config) { c.Projections = []string{ReviewSummary} })
+	if err := summaryOnly.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const grow = 25
+	g := &growing{Store: e.store, t: t, e: e, grow: grow, read: map[eventstore.Position]int{}}
+	// One batch holds the whole catch-up: the laggards reach the summary's
+	// checkpoint in the first turn.
+	r := e.runner(t, func(c *Config) { c.Store = g; c.BatchSize = 5000 })
+	sql.take()
+	caughtUpTo(t, e, r, first.Events+grow)
+
+	if g.grow != 0 {
+		t.Fatalf("the ledger grew by %d reviews, want %d", grow-g.grow, grow)
+	}
+	var twice int
+	for _, n := range g.read {
+		if n > 1 {
+			twice++
+		}
+	}
+	if twice > 0 {
+		t.Errorf("%d of %d events were read more than once: the laggards chased the summary instead of joining it", twice, len(g.read))
+	}
+	// The laggards' catch-up, then one transaction per new event for all
+	// three projections, and none for the empty read that ends CatchUp.
+	if n := transactions(t, "under load", sql.take()); n != 1+grow {
+		t.Errorf("%d transactions, want %d: the laggards' catch-up, then one per event for all three", n, 1+grow)
+	}
+	incremental := dump(t, e.pool)
+	if _, err := r.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "laggards joined under load vs rebuild", dump(t, e.pool), incremental)
 }
