@@ -22,12 +22,13 @@ import (
 // version) there is one group, so one read and one transaction per batch.
 //
 // A member behind the others (just rebuilt, joined late, or left behind
-// by a failed batch) is a laggard: its group reads batches of its own,
-// cut at the checkpoint of the group ahead of it, one batch per turn of
-// the loop, while the group ahead goes on. When a cut batch brings it to
-// that checkpoint it joins the group ahead in the same turn (waiting for
-// the next, it would find the group ahead one batch further on, for as
-// long as the load lasts), and the two are one from then on. The laggard
+// by a failed batch) is a laggard: its group reads one batch of its own
+// per turn of the loop, cut at the checkpoint of the group ahead of it,
+// while the group ahead goes on. When a cut batch brings it to that
+// checkpoint it joins the group ahead and takes that group's batch in the
+// same turn (waiting for the next, it would find the group ahead one batch
+// further on, for as long as the load lasts), and the two are one from
+// then on. The laggard
 // catches up as long as it applies faster than the ledger grows, as a
 // projection on its own has to.
 
@@ -180,9 +181,11 @@ func (l *loop) ping(ctx context.Context) error {
 	return nil
 }
 
-// step gives every group one batch, the furthest behind first, and
-// reports whether any applied one and whether any read stopped short of
-// the head.
+// step gives every group one batch, the furthest behind first (a group
+// its batch brings to the checkpoint of the group ahead takes that
+// group's batch too), and reports whether any applied one and whether any
+// group's batch left it short of the head (a group that wholly joined the
+// group ahead defers to that group's read).
 func (l *loop) step(ctx context.Context) (progressed, more bool, err error) {
 	groups := groupByPosition(l.members)
 	for i, g := range groups {
