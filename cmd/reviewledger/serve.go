@@ -21,6 +21,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/api/ui"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -292,10 +293,24 @@ func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	if !strings.Contains(c.DatabaseURL, "pool_max_conns") {
 		pc.MaxConns = defaultPoolConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := newResettingPool(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	return pool, nil
+}
+
+// newResettingPool opens a pool that closes its idle connections as soon
+// as one statement finds its connection closed by the server (a restart,
+// a failover): they are all as dead, and each would fail one request.
+func newResettingPool(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
+	lost := &pgstore.LostConnections{}
+	pc.ConnConfig.Tracer = lost
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	lost.Watch(pool)
 	return pool, nil
 }
 
@@ -310,7 +325,7 @@ func openReadPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = 8
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := newResettingPool(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
 	}

@@ -71,8 +71,12 @@ func collectEvents(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
 	op := "read " + stream
-	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE stream = $1 AND revision >= $2 ORDER BY revision`, stream, clamp(from))
-	events, err := collectEvents(rows)
+	var events []eventstore.RecordedEvent
+	err := s.read(ctx, func() (err error) {
+		rows, _ := s.pool.Query(ctx, selectEvents+` WHERE stream = $1 AND revision >= $2 ORDER BY revision`, stream, clamp(from))
+		events, err = collectEvents(rows)
+		return err
+	})
 	if err != nil {
 		return nil, storeErr(op, ctx, err)
 	}
@@ -81,7 +85,10 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]e
 	}
 	exists := false
 	if from > 0 {
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE stream = $1)`, stream).Scan(&exists); err != nil {
+		err := s.read(ctx, func() error {
+			return s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE stream = $1)`, stream).Scan(&exists)
+		})
+		if err != nil {
 			return nil, storeErr(op, ctx, err)
 		}
 	}
@@ -109,9 +116,13 @@ func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int)
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY event.xid, event.seq LIMIT $3`,
-		uintText(pos.Commit), clamp(pos.Prepare), limit)
-	events, err := collectEvents(rows)
+	var events []eventstore.RecordedEvent
+	err := s.read(ctx, func() (err error) {
+		rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY event.xid, event.seq LIMIT $3`,
+			uintText(pos.Commit), clamp(pos.Prepare), limit)
+		events, err = collectEvents(rows)
+		return err
+	})
 	if err != nil {
 		return nil, storeErr("read all after "+pos.String(), ctx, err)
 	}
@@ -127,9 +138,13 @@ func (s *Store) ReadAllHeads(ctx context.Context, pos eventstore.Position, limit
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, _ := s.pool.Query(ctx, `SELECT stream, revision, xid::text::bigint, seq, type FROM event WHERE `+after+` AND `+readable+
-		` ORDER BY event.xid, event.seq LIMIT $3`, uintText(pos.Commit), clamp(pos.Prepare), limit)
-	events, err := collectHeads(rows)
+	var events []eventstore.RecordedEvent
+	err := s.read(ctx, func() (err error) {
+		rows, _ := s.pool.Query(ctx, `SELECT stream, revision, xid::text::bigint, seq, type FROM event WHERE `+after+` AND `+readable+
+			` ORDER BY event.xid, event.seq LIMIT $3`, uintText(pos.Commit), clamp(pos.Prepare), limit)
+		events, err = collectHeads(rows)
+		return err
+	})
 	if err != nil {
 		return nil, storeErr("read all after "+pos.String(), ctx, err)
 	}
@@ -183,7 +198,9 @@ func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
 // every event that becomes readable later.
 func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 	var xid, seq int64
-	err := s.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event WHERE `+readable+` ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&xid, &seq)
+	err := s.read(ctx, func() error {
+		return s.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event WHERE `+readable+` ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&xid, &seq)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return eventstore.Start, nil
 	}

@@ -1,0 +1,92 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// read runs a read of the store, and runs it once more when it failed
+// because the server had closed its connection (a restart, a failover, a
+// backend terminated). The pool hands out an idle connection without
+// checking it when it was used less than a second ago, so for a moment
+// after a restart a read can be given a connection that is already dead;
+// every other idle connection is then as dead, so the pool is reset (its
+// idle connections closed, those in use closed when released) before the
+// second run. Only reads come here: running one twice changes nothing.
+// When the server is still down the second run fails at once, connecting.
+func (s *Store) read(ctx context.Context, run func() error) error {
+	err := run()
+	if err == nil || ctx.Err() != nil || !connectionLost(err) {
+		return err
+	}
+	s.pool.Reset()
+	return run()
+}
+
+// connectionLost reports whether err says that an established connection
+// was closed under the statement: the server's own word that it
+// terminated the session (admin or crash shutdown), or a network error
+// that was not one of connecting.
+func connectionLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
+	}
+	var connectErr *pgconn.ConnectError
+	return !errors.As(err, &connectErr) && Unavailable(err)
+}
+
+// LostConnections is a pgx tracer that resets a pool as soon as one of its
+// statements finds its connection closed by the server: after a restart
+// or a failover every connection the pool holds idle is as dead, and the
+// pool would hand each out once more (unchecked when it was used less
+// than a second ago), each to fail one request. Set it as the pool's
+// ConnConfig.Tracer, then give it the pool with Watch.
+type LostConnections struct {
+	pool atomic.Pointer[pgxpool.Pool]
+}
+
+// Watch makes l reset pool.
+func (l *LostConnections) Watch(pool *pgxpool.Pool) { l.pool.Store(pool) }
+
+func (l *LostConnections) lost(err error) {
+	if err == nil || !connectionLost(err) {
+		return
+	}
+	if p := l.pool.Load(); p != nil {
+		p.Reset()
+	}
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (l *LostConnections) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (l *LostConnections) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	l.lost(data.Err)
+}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (l *LostConnections) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (l *LostConnections) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	l.lost(data.Err)
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (l *LostConnections) TraceBatchEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchEndData) {
+	l.lost(data.Err)
+}

@@ -1,0 +1,126 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+// TestReadsAfterTheServerClosedTheConnections: the server closes the
+// pool's idle connections (as a restart does) and the pool hands them out
+// unchecked (as it does one used less than a second ago): every read
+// still answers, from a fresh connection, instead of failing as
+// unavailable once per dead connection.
+func TestReadsAfterTheServerClosedTheConnections(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	})
+	admin := dbtest.PoolOn(t, url, nil)
+	s := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(s.Close)
+	ctx := ctxFor(t)
+	if _, err := s.Append(ctx, "review-lost", eventstore.NoStream, newEvents(2, "E")...); err != nil {
+		t.Fatal(err)
+	}
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"ReadStream", func() error { _, err := s.ReadStream(ctx, "review-lost", 0); return err }},
+		{"ReadStream past the end", func() error { _, err := s.ReadStream(ctx, "review-lost", 5); return err }},
+		{"ReadAll", func() error { _, err := s.ReadAll(ctx, eventstore.Start, 10); return err }},
+		{"ReadAllHeads", func() error { _, err := s.ReadAllHeads(ctx, eventstore.Start, 10); return err }},
+		{"Head", func() error { _, err := s.Head(ctx); return err }},
+	}
+	for _, r := range reads {
+		closeIdle(t, pool, admin, 3)
+		if err := r.read(); err != nil {
+			t.Errorf("%s after the server closed the pool's connections: %v", r.name, err)
+		}
+	}
+}
+
+// closeIdle leaves n connections of pool idle, then has the server
+// terminate their sessions (through admin) and waits until they are gone.
+func closeIdle(t *testing.T, pool, admin *pgxpool.Pool, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conns := make([]*pgxpool.Conn, n)
+	pids := make([]uint32, n)
+	for i := range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i], pids[i] = c, c.Conn().PgConn().PID()
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var left int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])`, pids).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLostConnectionsResetsThePool: with LostConnections as its tracer, a
+// pool whose idle connections the server closed fails the one statement
+// that finds the first of them dead, not one per connection: the next
+// statement, and a batch after the same again, get fresh connections.
+func TestLostConnectionsResetsThePool(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	admin := dbtest.PoolOn(t, url, nil)
+	for _, traced := range []bool{false, true} {
+		lost := &pgstore.LostConnections{}
+		pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
+			c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+			if traced {
+				c.ConnConfig.Tracer = lost
+			}
+		})
+		lost.Watch(pool)
+		ctx := ctxFor(t)
+		statements := map[string]func() error{
+			"a query": func() error { _, err := pool.Exec(ctx, `SELECT 1`); return err },
+			"a batch": func() error {
+				b := &pgx.Batch{}
+				b.Queue(`SELECT 1`)
+				b.Queue(`SELECT 2`)
+				return pool.SendBatch(ctx, b).Close()
+			},
+		}
+		for what, run := range statements {
+			closeIdle(t, pool, admin, 3)
+			if err := run(); err == nil {
+				t.Fatalf("%s on a dead connection (traced %v): no error", what, traced)
+			}
+			err := run()
+			switch {
+			case traced && err != nil:
+				t.Errorf("%s after the first found its connection dead: %v, want a fresh connection", what, err)
+			case !traced && err == nil:
+				t.Errorf("untraced, %s after the first found its connection dead: no error; the test does not leave dead connections idle", what)
+			}
+		}
+	}
+}
