@@ -28,9 +28,8 @@ import (
 // checkpoint it joins the group ahead and takes that group's batch in the
 // same turn (waiting for the next, it would find the group ahead one batch
 // further on, for as long as the load lasts), and the two are one from
-// then on. The laggard
-// catches up as long as it applies faster than the ledger grows, as a
-// projection on its own has to.
+// then on. The laggard catches up as long as it applies faster than the
+// ledger grows, as a projection on its own has to.
 
 // member is a projection this process runs, with its lock and where its
 // checkpoint stands.

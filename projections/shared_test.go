@@ -82,16 +82,24 @@ func TestOneTransactionPerBatch(t *testing.T) {
 	appended("AttemptStarted of another review", 1)
 }
 
+// summaryAhead runs a workload and brings review_summary alone up to date
+// with it: the other projections are its laggards.
+func summaryAhead(t *testing.T, e *env, cfg workload.Config) workload.Stats {
+	t.Helper()
+	st := e.workload(t, cfg)
+	summaryOnly := e.runner(t, func(c *Config) { c.Projections = []string{ReviewSummary} })
+	if err := summaryOnly.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // A projection behind the others catches up on its own, then joins the
 // shared batch.
 func TestLaggardJoinsSharedBatch(t *testing.T) {
 	t.Parallel()
 	e, sql := newTracedEnv(t)
-	first := e.workload(t, workload.Config{Reviews: 80, Writers: 2, Seed: 41})
-	summaryOnly := e.runner(t, func(c *Config) { c.Projections = []string{ReviewSummary} })
-	if err := summaryOnly.CatchUp(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	first := summaryAhead(t, e, workload.Config{Reviews: 80, Writers: 2, Seed: 41})
 	more := e.workload(t, workload.Config{Reviews: 40, Prefix: "more-", Writers: 2, Seed: 43})
 	r := e.runner(t, nil)
 	caughtUpTo(t, e, r, first.Events+more.Events)
@@ -227,11 +235,7 @@ func (g *growing) ReadAll(ctx context.Context, after eventstore.Position, limit 
 func TestLaggardJoinsSharedBatchUnderLoad(t *testing.T) {
 	t.Parallel()
 	e, sql := newTracedEnv(t)
-	first := e.workload(t, workload.Config{Reviews: 30, Writers: 2, Seed: 47})
-	summaryOnly := e.runner(t, func(c *Config) { c.Projections = []string{ReviewSummary} })
-	if err := summaryOnly.CatchUp(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	first := summaryAhead(t, e, workload.Config{Reviews: 30, Writers: 2, Seed: 47})
 	const grow = 25
 	g := &growing{Store: e.store, t: t, e: e, grow: grow, read: map[eventstore.Position]int{}}
 	// One batch holds the whole catch-up: the laggards reach the summary's
