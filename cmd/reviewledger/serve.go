@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -305,7 +306,11 @@ func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 // a failover): they are all as dead, and each would fail one request.
 func newResettingPool(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, error) {
 	lost := &pgstore.LostConnections{}
-	pc.ConnConfig.Tracer = lost
+	if t := pc.ConnConfig.Tracer; t != nil {
+		pc.ConnConfig.Tracer = multitracer.New(t, lost)
+	} else {
+		pc.ConnConfig.Tracer = lost
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,7 +21,9 @@ import (
 // every other idle connection is then as dead, so the pool is reset (its
 // idle connections closed, those in use closed when released) before the
 // second run. Only reads come here: running one twice changes nothing.
-// When the server is still down the second run fails at once, connecting.
+// When the server is still down the second run fails connecting (at once
+// when the connection is refused; within the connect timeout or the
+// context's deadline when the host does not answer).
 func (s *Store) read(ctx context.Context, run func() error) error {
 	err := run()
 	if err == nil || ctx.Err() != nil || !connectionLost(err) {
@@ -29,41 +34,49 @@ func (s *Store) read(ctx context.Context, run func() error) error {
 }
 
 // connectionLost reports whether err says that an established connection
-// was closed under the statement: the server's own word that it
-// terminated the session (admin or crash shutdown), or a network error
-// that was not one of connecting.
+// was closed under the statement: the server's word that it terminated
+// the session (admin or crash shutdown), or the socket closed or reset.
+// Errors of connecting, of timeouts and of the statement itself (no rows,
+// scanning, encoding, the server refusing it) are not.
 func connectionLost(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var connectErr *pgconn.ConnectError
+	if err == nil || errors.As(err, &connectErr) {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
 	}
-	var connectErr *pgconn.ConnectError
-	return !errors.As(err, &connectErr) && Unavailable(err)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // LostConnections is a pgx tracer that resets a pool as soon as one of its
 // statements finds its connection closed by the server: after a restart
 // or a failover every connection the pool holds idle is as dead, and the
 // pool would hand each out once more (unchecked when it was used less
-// than a second ago), each to fail one request. Set it as the pool's
+// than a second ago), each to fail one request. It resets at most once a
+// second: the connections in use at a reset are closed when released, so
+// the others that fail with it need none. Set it as the pool's
 // ConnConfig.Tracer, then give it the pool with Watch.
 type LostConnections struct {
-	pool atomic.Pointer[pgxpool.Pool]
+	pool      atomic.Pointer[pgxpool.Pool]
+	lastReset atomic.Int64 // Unix nanoseconds
 }
 
 // Watch makes l reset pool.
 func (l *LostConnections) Watch(pool *pgxpool.Pool) { l.pool.Store(pool) }
 
-func (l *LostConnections) lost(err error) {
-	if err == nil || !connectionLost(err) {
+func (l *LostConnections) lost(conn *pgx.Conn, err error) {
+	if err == nil || conn == nil || !conn.IsClosed() || !connectionLost(err) {
 		return
 	}
-	if p := l.pool.Load(); p != nil {
-		p.Reset()
+	p := l.pool.Load()
+	now, last := time.Now().UnixNano(), l.lastReset.Load()
+	if p == nil || now-last < int64(time.Second) || !l.lastReset.CompareAndSwap(last, now) {
+		return
 	}
+	p.Reset()
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
@@ -72,8 +85,8 @@ func (l *LostConnections) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pg
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
-func (l *LostConnections) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	l.lost(data.Err)
+func (l *LostConnections) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	l.lost(conn, data.Err)
 }
 
 // TraceBatchStart implements pgx.BatchTracer.
@@ -82,11 +95,11 @@ func (l *LostConnections) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pg
 }
 
 // TraceBatchQuery implements pgx.BatchTracer.
-func (l *LostConnections) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	l.lost(data.Err)
+func (l *LostConnections) TraceBatchQuery(_ context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	l.lost(conn, data.Err)
 }
 
 // TraceBatchEnd implements pgx.BatchTracer.
-func (l *LostConnections) TraceBatchEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchEndData) {
-	l.lost(data.Err)
+func (l *LostConnections) TraceBatchEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
+	l.lost(conn, data.Err)
 }

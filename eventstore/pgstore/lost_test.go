@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -21,9 +22,7 @@ import (
 func TestReadsAfterTheServerClosedTheConnections(t *testing.T) {
 	t.Parallel()
 	url := dbtest.URL(t)
-	pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
-		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	})
+	pool := uncheckedPool(t, url, false)
 	admin := dbtest.PoolOn(t, url, nil)
 	s := pgstore.New(pool, pgstore.Config{})
 	t.Cleanup(s.Close)
@@ -85,36 +84,31 @@ func closeIdle(t *testing.T, pool, admin *pgxpool.Pool, n int) {
 // TestLostConnectionsResetsThePool: with LostConnections as its tracer, a
 // pool whose idle connections the server closed fails the one statement
 // that finds the first of them dead, not one per connection: the next
-// statement, and a batch after the same again, get fresh connections.
+// statement gets a fresh connection, after a query as after a batch.
+// Untraced, the next one fails too (the control: the test does leave dead
+// connections idle).
 func TestLostConnectionsResetsThePool(t *testing.T) {
 	t.Parallel()
 	url := dbtest.URL(t)
 	admin := dbtest.PoolOn(t, url, nil)
-	for _, traced := range []bool{false, true} {
-		lost := &pgstore.LostConnections{}
-		pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
-			c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-			if traced {
-				c.ConnConfig.Tracer = lost
-			}
-		})
-		lost.Watch(pool)
-		ctx := ctxFor(t)
-		statements := map[string]func() error{
-			"a query": func() error { _, err := pool.Exec(ctx, `SELECT 1`); return err },
-			"a batch": func() error {
-				b := &pgx.Batch{}
-				b.Queue(`SELECT 1`)
-				b.Queue(`SELECT 2`)
-				return pool.SendBatch(ctx, b).Close()
-			},
-		}
-		for what, run := range statements {
+	statements := map[string]func(ctx context.Context, pool *pgxpool.Pool) error{
+		"a query": func(ctx context.Context, pool *pgxpool.Pool) error { _, err := pool.Exec(ctx, `SELECT 1`); return err },
+		"a batch": func(ctx context.Context, pool *pgxpool.Pool) error {
+			b := &pgx.Batch{}
+			b.Queue(`SELECT 1`)
+			b.Queue(`SELECT 2`)
+			return pool.SendBatch(ctx, b).Close()
+		},
+	}
+	for what, run := range statements {
+		for _, traced := range []bool{false, true} {
+			pool := uncheckedPool(t, url, traced)
+			ctx := ctxFor(t)
 			closeIdle(t, pool, admin, 3)
-			if err := run(); err == nil {
+			if err := run(ctx, pool); err == nil {
 				t.Fatalf("%s on a dead connection (traced %v): no error", what, traced)
 			}
-			err := run()
+			err := run(ctx, pool)
 			switch {
 			case traced && err != nil:
 				t.Errorf("%s after the first found its connection dead: %v, want a fresh connection", what, err)
@@ -123,4 +117,67 @@ func TestLostConnectionsResetsThePool(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStatementErrorsResetNothing: a statement that fails by itself (no
+// rows, a value that does not scan, the server refusing it), and a read
+// of an empty ledger, leave the pool's connections as they are.
+func TestStatementErrorsResetNothing(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	pool := uncheckedPool(t, url, true)
+	s := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(s.Close)
+	ctx := ctxFor(t)
+	var n int
+	failing := map[string]func() error{
+		"no rows":                    func() error { return pool.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(&n) },
+		"a value that does not scan": func() error { return pool.QueryRow(ctx, `SELECT 'x'`).Scan(&n) },
+		"a refused statement":        func() error { _, err := pool.Exec(ctx, `SELECT 1/0`); return err },
+		"a batch refused":            func() error { b := &pgx.Batch{}; b.Queue(`SELECT 1/0`); return pool.SendBatch(ctx, b).Close() },
+		"Head of an empty ledger": func() error {
+			if _, err := s.Head(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return errors.New("read")
+		},
+	}
+	for what, run := range failing {
+		before := pid(t, pool)
+		if err := run(); err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		if after := pid(t, pool); after != before {
+			t.Errorf("%s: the pool's connection changed (backend %d, then %d): it was reset", what, before, after)
+		}
+	}
+}
+
+// uncheckedPool opens a pool on url that never pings a connection it
+// hands out (as pgxpool does not one used less than a second ago), with
+// LostConnections as its tracer when traced. Used by one statement at a
+// time, it holds one connection.
+func uncheckedPool(t *testing.T, url string, traced bool) *pgxpool.Pool {
+	t.Helper()
+	lost := &pgstore.LostConnections{}
+	pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
+		c.MaxConns = 4
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+		if traced {
+			c.ConnConfig.Tracer = lost
+		}
+	})
+	lost.Watch(pool)
+	return pool
+}
+
+// pid returns the backend of the connection pool hands out next.
+func pid(t *testing.T, pool *pgxpool.Pool) uint32 {
+	t.Helper()
+	c, err := pool.Acquire(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	return c.Conn().PgConn().PID()
 }
