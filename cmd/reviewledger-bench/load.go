@@ -28,6 +28,7 @@ type figures struct {
 	P50, P99  time.Duration // server-side submit → decision
 	CPU       cpuShare      // per review: the server's, PostgreSQL's, the bench's
 	PeakRSS   uint64        // the server's
+	Commits   commits       // the server's group commit during the round
 }
 
 // view is the part of the review view the bench reads.
@@ -247,12 +248,20 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	} else {
 		profiled <- nil
 	}
+	before, err := srv.commits(rctx)
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
 	start := time.Now()
 	latencies, err := closedLoop(rctx, c, warm, cfg.Reviews, cfg.Clients)
 	elapsed := time.Since(start)
 	if perr := <-profiled; perr != nil && err == nil {
 		err = fmt.Errorf("profile: %w", perr)
 	}
+	if err != nil {
+		return figures{}, srv, cleanup, err
+	}
+	after, err := srv.commits(rctx)
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}
@@ -265,7 +274,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 		return figures{}, srv, cleanup, err
 	}
 	f := figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(),
-		CPU: share, PeakRSS: rss}
+		CPU: share, PeakRSS: rss, Commits: after.minus(before)}
 	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
 	return f, srv, cleanup, nil
 }

@@ -148,6 +148,11 @@ func (r *report) print(w io.Writer) {
 	crudCPU := cpuShare{Postgres: dur(func(x round) time.Duration { return x.crud.CPU.Postgres }), Bench: dur(func(x round) time.Duration { return x.crud.CPU.Bench })}
 	row("median", med(func(x round) float64 { return x.rl.PerSecond }), med(func(x round) float64 { return x.crud.PerSecond }), ratio,
 		dur(func(x round) time.Duration { return x.rl.P50 }), dur(func(x round) time.Duration { return x.rl.P99 }), rss, rlCPU, crudCPU)
+	fmt.Fprintf(w, "group commit by round (stream appends per batch, share of the round a batch was being written):")
+	for i, rd := range r.rounds {
+		fmt.Fprintf(w, "  %d: %.1f, %.0f%%", i+1, rd.rl.Commits.perBatch(), 100*rd.rl.Commits.busy(rd.rl.Elapsed))
+	}
+	fmt.Fprintln(w)
 	ratioVerdict := verdict(ratio >= targetRatio)
 	if ratio < defectRatio {
 		ratioVerdict = "BELOW TARGET (under 0.5: a defect)"
