@@ -259,23 +259,17 @@ func TestFollowReadsAChangeBeforeAnOwnWrite(t *testing.T) {
 }
 
 // probeStore is a heldStore whose next read of a stream, once armed, is
-// made at once but answered only when released (a slow Load); it counts
-// the reads of streams.
+// slow (slowRead: a slow Load); it counts the reads of streams.
 type probeStore struct {
 	heldStore
-	readArmed   atomic.Bool
-	readReached chan struct{}
-	readRelease chan struct{}
-	reads       atomic.Int64
+	slow  *slowRead
+	reads atomic.Int64
 }
 
 func (s *probeStore) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
 	s.reads.Add(1)
 	recs, err := s.Store.ReadStream(ctx, stream, from)
-	if s.readArmed.CompareAndSwap(true, false) {
-		close(s.readReached)
-		<-s.readRelease
-	}
+	s.slow.hold()
 	return recs, err
 }
 
@@ -288,7 +282,7 @@ func (s *probeStore) ReadStream(ctx context.Context, stream string, from uint64)
 func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	t.Parallel()
 	store := &probeStore{heldStore: heldStore{Store: memstore.New(), held: make(chan struct{}), release: make(chan struct{})},
-		readReached: make(chan struct{}), readRelease: make(chan struct{})}
+		slow: newSlowRead()}
 	gate := &gatedCommitter{store: store, committed: make(chan struct{}), release: make(chan struct{})}
 	here, elsewhere := ledger.New(store, ledger.Options{Committer: gate}), ledger.New(store)
 	ledger.SetKept(here, 1)
@@ -303,13 +297,13 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	create(t, elsewhere, "z")
 	waitFor(t, store.held, "Follow did not read the global order")
 
-	store.readArmed.Store(true) // a slow Load of x, pending
+	store.slow.armed.Store(true) // a slow Load of x, pending
 	slow := make(chan error, 1)
 	go func() {
 		_, err := here.Load(ctx, "x")
 		slow <- err
 	}()
-	waitFor(t, store.readReached, "the slow Load did not read")
+	waitFor(t, store.slow.read, "the slow Load did not read")
 
 	early, stopEarly := w.Watch("x")
 	defer stopEarly()
@@ -336,7 +330,7 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 	if _, err := here.Load(ctx, "y"); err != nil { // one kept: x is dropped
 		t.Fatal(err)
 	}
-	close(store.readRelease) // the slow Load keeps x pending
+	close(store.slow.released) // the slow Load keeps x pending
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}

@@ -262,21 +262,37 @@ func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
 	}
 }
 
-// gatedStore is a memstore whose next read of a stream, once armed, is
-// made at once but answered only when released: a slow read.
-type gatedStore struct {
-	*memstore.Store
+// slowRead holds up the next read of a stream once armed: the read is
+// made at once, its answer given only when released.
+type slowRead struct {
 	armed    atomic.Bool
 	read     chan struct{} // closed once the armed read is made
 	released chan struct{}
 }
 
+func newSlowRead() *slowRead {
+	return &slowRead{read: make(chan struct{}), released: make(chan struct{})}
+}
+
+// hold is called with a read made: when armed, it says so and waits for
+// the release.
+func (g *slowRead) hold() {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.read)
+		<-g.released
+	}
+}
+
+// gatedStore is a memstore whose next read of a stream, once armed, is
+// slow (slowRead).
+type gatedStore struct {
+	*memstore.Store
+	*slowRead
+}
+
 func (s *gatedStore) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
 	recs, err := s.Store.ReadStream(ctx, stream, from)
-	if s.armed.CompareAndSwap(true, false) {
-		close(s.read)
-		<-s.released
-	}
+	s.hold()
 	return recs, err
 }
 
@@ -293,7 +309,7 @@ func TestLoadWatchedAfterADrop(t *testing.T) {
 }
 
 func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
-	store := &gatedStore{Store: memstore.New(), read: make(chan struct{}), released: make(chan struct{})}
+	store := &gatedStore{Store: memstore.New(), slowRead: newSlowRead()}
 	here := ledger.New(store)
 	ledger.SetKept(here, 2)
 	if forgotten {
