@@ -86,16 +86,23 @@ func (o *ownWrite) gated(t *testing.T, id string, write func() error) <-chan err
 	return done
 }
 
+// watchedEscalation watches review "own" and starts escalating it through
+// the gated committer (failing when fail), stopping the watch in cleanup.
+func watchedEscalation(t *testing.T, fail bool) (o *ownWrite, ch <-chan *ledger.Snapshot, done <-chan error) {
+	t.Helper()
+	o = newOwnWrite(t, fail, "own")
+	ch, stop := o.here.Watcher().Watch("own")
+	t.Cleanup(stop)
+	return o, ch, o.gated(t, "own", func() error { return escalateErr(o.here, "own") })
+}
+
 // Follow reads this process's own write before the writer has kept what it
 // leads to: it does not move the epoch (a bystander's long-poll is still
 // answered from memory) and does not tell the review's waiters, which the
 // write then tells with the review as it stands.
 func TestFollowReadsAnOwnWriteFirst(t *testing.T) {
 	t.Parallel()
-	o := newOwnWrite(t, false, "own")
-	ch, stop := o.here.Watcher().Watch("own")
-	defer stop()
-	done := o.gated(t, "own", func() error { return escalateErr(o.here, "own") })
+	o, ch, done := watchedEscalation(t, false)
 	select {
 	case snap := <-ch:
 		t.Fatalf("told %v before the write was answered", snap)
@@ -126,10 +133,7 @@ func TestFollowReadsAnOwnWriteFirst(t *testing.T) {
 // again, and what it reads is what was stored.
 func TestFollowReadsAnOwnWriteThatFails(t *testing.T) {
 	t.Parallel()
-	o := newOwnWrite(t, true, "own")
-	ch, stop := o.here.Watcher().Watch("own")
-	defer stop()
-	done := o.gated(t, "own", func() error { return escalateErr(o.here, "own") })
+	o, ch, done := watchedEscalation(t, true)
 	close(o.gate.release)
 	if err := <-done; err == nil {
 		t.Fatal("the failed commit was not reported")
