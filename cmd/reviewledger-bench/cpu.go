@@ -31,6 +31,11 @@ func readProcStat(pid int) (procStat, error) {
 	if err != nil {
 		return procStat{}, err
 	}
+	return parseProcStat(b)
+}
+
+// parseProcStat reads the contents of /proc/<pid>/stat (proc(5)).
+func parseProcStat(b []byte) (procStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, fmt.Errorf("unexpected /proc stat: %q", b)
@@ -39,11 +44,17 @@ func readProcStat(pid int) (procStat, error) {
 	if len(f) < 15 {
 		return procStat{}, fmt.Errorf("unexpected /proc stat: %q", b)
 	}
-	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+	var v [15]int64
+	for _, k := range []int{1, 11, 12, 13, 14} {
+		var err error
+		if v[k], err = strconv.ParseInt(f[k], 10, 64); err != nil {
+			return procStat{}, fmt.Errorf("unexpected /proc stat: field %d: %w", k+3, err)
+		}
+	}
 	const ticks = 100 // USER_HZ on Linux
 	tick := func(v int64) time.Duration { return time.Duration(v) * time.Second / ticks }
 	// After the ")": state, ppid, ..., utime (11), stime, cutime, cstime.
-	return procStat{ppid: int(n(1)), own: tick(n(11) + n(12)), waits: tick(n(13) + n(14))}, nil
+	return procStat{ppid: int(v[1]), own: tick(v[11] + v[12]), waits: tick(v[13] + v[14])}, nil
 }
 
 // processCPU is the CPU time a process has used so far.

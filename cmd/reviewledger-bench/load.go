@@ -167,6 +167,9 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 	if len(errs) > 0 {
 		return latencies, fmt.Errorf("%d of %d reviews failed; first: %w", len(errs), n, errs[0])
 	}
+	if len(latencies) < n {
+		return latencies, fmt.Errorf("%d of %d reviews run: %w", len(latencies), n, context.Cause(ctx))
+	}
 	return latencies, nil
 }
 
@@ -205,6 +208,9 @@ func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Du
 	wg.Wait()
 	if len(errs) > 0 {
 		return latencies, fmt.Errorf("%d reviews failed; first: %w", len(errs), errs[0])
+	}
+	if err := ctx.Err(); err != nil {
+		return latencies, fmt.Errorf("cut short after %d reviews: %w", len(latencies), err)
 	}
 	return latencies, nil
 }
@@ -255,12 +261,10 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	start := time.Now()
 	latencies, err := closedLoop(rctx, c, warm, cfg.Reviews, cfg.Clients)
 	elapsed := time.Since(start)
-	if perr := <-profiled; perr != nil && err == nil {
-		err = fmt.Errorf("profile: %w", perr)
-	}
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}
+	// Read before waiting for a profile, which goes on past a short round.
 	after, err := srv.commits(rctx)
 	if err != nil {
 		return figures{}, srv, cleanup, err
@@ -268,6 +272,9 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	share, err := meter.perReview(cfg.Reviews)
 	if err != nil {
 		return figures{}, srv, cleanup, err
+	}
+	if err := <-profiled; err != nil {
+		return figures{}, srv, cleanup, fmt.Errorf("profile: %w", err)
 	}
 	rss, err := srv.peakRSS()
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -56,7 +57,7 @@ func main() {
 	flag.DurationVar(&cfg.LatencyRun, "latency-run", 10*time.Second, "length of the latency run at half the peak rate (0: none)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
 	flag.BoolVar(&cfg.KeepLogs, "logs", false, "print the server's logs")
-	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server during the first round to this file (go tool pprof)")
+	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server's first 5 seconds of the first round to this file (go tool pprof)")
 	flag.StringVar(&cfg.Observe, "observe", observeSubmit,
 		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
 	var env multiFlag
@@ -72,7 +73,9 @@ func main() {
 
 // runMain runs the benchmark and returns the exit status: 1 when it failed.
 func runMain(cfg Config) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too: the databases of the round are dropped and serve stopped
+	// on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.pg = findPG(ctx, cfg.AdminURL)
 	report, err := run(ctx, cfg)

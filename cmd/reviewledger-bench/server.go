@@ -143,18 +143,29 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 	if err != nil {
 		return nil, err
 	}
+	s, err := launch(ctx, cfg, dir, dbURL, providerURL)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts serve with its files in dir and waits for /healthz; on
+// failure the process is stopped (dir is the caller's to remove).
+func launch(ctx context.Context, cfg Config, dir, dbURL, providerURL string) (*server, error) {
 	policy := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte(benchPolicy), 0o600); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	s := &server{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{}), dir: dir, token: submitterToken}
 	s.cmd = exec.Command(cfg.Bin, "serve")
+	// serve ends with the bench, however the bench ends (Linux).
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	s.cmd.Env = append(cleanEnv(),
 		"DATABASE_URL="+dbURL,
 		"REVIEWLEDGER_ADDR="+addr,
@@ -165,13 +176,12 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 		"REVIEWLEDGER_TOKENS=submitter:bench:"+submitterToken+",auditor:bench-auditor:"+auditorToken,
 	)
 	if cfg.Profile != "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		debug, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		s.debug = "http://" + l.Addr().String()
-		s.cmd.Env = append(s.cmd.Env, "REVIEWLEDGER_DEBUG_ADDR="+l.Addr().String())
-		l.Close()
+		s.debug = "http://" + debug
+		s.cmd.Env = append(s.cmd.Env, "REVIEWLEDGER_DEBUG_ADDR="+debug)
 	}
 	s.cmd.Env = append(s.cmd.Env, cfg.ServeEnv...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -180,6 +190,7 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 	}
 	go func() { s.err = s.cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(60 * time.Second)
+	probe := &http.Client{Timeout: 2 * time.Second}
 	for {
 		select {
 		case <-s.done:
@@ -189,7 +200,7 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 			return nil, ctx.Err()
 		default:
 		}
-		if res, err := http.Get(s.URL + "/healthz"); err == nil {
+		if res, err := probe.Get(s.URL + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return s, nil
@@ -201,6 +212,18 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago, for serve
+// to listen on (another process may take it first: serve then fails to
+// start, and the run with it).
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // cleanEnv is this process's environment without settings of the service.
@@ -244,7 +267,13 @@ func (s *server) peakRSS() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	return vmHWM(string(b))
+}
+
+// vmHWM is the resident memory high-water mark in the contents of
+// /proc/<pid>/status, in bytes.
+func vmHWM(status string) (uint64, error) {
+	for _, line := range strings.Split(status, "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err
