@@ -75,7 +75,8 @@ type groupCommit struct {
 
 	mu      sync.Mutex
 	queue   []*request
-	writing int // batches being written
+	writing int             // writers running
+	writingTo map[string]bool // streams of the batches being written
 
 	statsMu  sync.Mutex
 	stats    Stats
@@ -120,6 +121,11 @@ func (g *groupCommit) append(ctx context.Context, a eventstore.StreamAppend, eff
 		if g.withdraw(r) {
 			return eventstore.AppendResult{}, ctx.Err()
 		}
+		select {
+		case o := <-r.done: // answered as the context ended
+			return o.result, o.err
+		default:
+		}
 		return eventstore.AppendResult{}, fmt.Errorf("%w (the append may still be written)", ctx.Err())
 	}
 }
@@ -138,46 +144,52 @@ func (g *groupCommit) withdraw(r *request) bool {
 
 // write writes batches until the queue is empty. The first batch of a
 // writer is written at once; a later one gathered while the one before was
-// being written (under load), and with Window set waits for more, as does
-// one gathered while another writer writes.
+// being written (under load), and with Window set waits for more first,
+// as does one gathered while another writer writes. The appends waited for
+// stay queued meanwhile, so a caller whose context ends can still
+// withdraw its own.
 func (g *groupCommit) write() {
 	loaded := false
 	for {
-		batch := g.take(nil)
+		if g.cfg.Window > 0 && g.gathering(loaded) {
+			t := time.NewTimer(g.cfg.Window)
+			<-t.C
+		}
+		batch := g.take()
 		if len(batch) == 0 {
 			return
 		}
-		if g.cfg.Window > 0 && len(batch) < g.cfg.MaxBatch && (loaded || g.busy()) {
-			t := time.NewTimer(g.cfg.Window)
-			<-t.C
-			batch = g.take(batch)
-		}
 		g.flush(batch)
+		g.done(batch)
 		loaded = true
 	}
 }
 
-func (g *groupCommit) busy() bool {
+// gathering reports whether a batch is to wait for more: some appends
+// queued, fewer than MaxBatch, and loaded or another writer writing.
+func (g *groupCommit) gathering(loaded bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.writing > 1
+	return len(g.queue) > 0 && len(g.queue) < g.cfg.MaxBatch && (loaded || g.writing > 1)
 }
 
-// take moves queued requests into batch, up to MaxBatch, at most one per
-// stream (a later append to the same stream waits for the next batch, so
-// appends to one stream are written in the order they were made). With
-// nothing to take for an empty batch, the writer retires.
-func (g *groupCommit) take(batch []*request) []*request {
+// take moves queued requests into a batch, up to MaxBatch, at most one per
+// stream, and none for a stream in a batch another writer is writing: a
+// later append to a stream waits for the batch holding the earlier one,
+// so appends to one stream are written in the order they were made. With
+// nothing to take, the writer retires (a writer writing the stream an
+// append waits for takes it next).
+func (g *groupCommit) take() []*request {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	streams := make(map[string]bool, len(batch))
-	for _, r := range batch {
-		streams[r.append.Stream] = true
+	if g.writingTo == nil {
+		g.writingTo = map[string]bool{}
 	}
+	var batch []*request
 	rest := g.queue[:0]
 	for _, r := range g.queue {
-		if len(batch) < g.cfg.MaxBatch && !streams[r.append.Stream] {
-			streams[r.append.Stream] = true
+		if len(batch) < g.cfg.MaxBatch && !g.writingTo[r.append.Stream] {
+			g.writingTo[r.append.Stream] = true
 			batch = append(batch, r)
 			continue
 		}
@@ -189,6 +201,15 @@ func (g *groupCommit) take(batch []*request) []*request {
 		g.writing--
 	}
 	return batch
+}
+
+// done records that batch is no longer being written.
+func (g *groupCommit) done(batch []*request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range batch {
+		delete(g.writingTo, r.append.Stream)
+	}
 }
 
 func (g *groupCommit) flush(batch []*request) {

@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,5 +100,115 @@ func TestStatsShowTheBatchBeingWritten(t *testing.T) {
 	wg.Wait()
 	if st := g.snapshot(time.Now()); st.Waiting != 0 || st.Writing != 0 || st.Batches != 2 || st.Appends != 2 || st.Seconds < 0.02 {
 		t.Fatalf("once written: %+v, want 2 batches of 1, none in flight or waiting, 20ms or more spent", st)
+	}
+}
+
+// orderCommitter records the streams and first event types it writes, in
+// order; a batch holding an append whose first event is of type hold
+// waits for gate to close.
+type orderCommitter struct {
+	hold    string
+	gate    chan struct{}
+	held    chan struct{}
+	mu      sync.Mutex
+	written []string
+}
+
+func (c *orderCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+	for _, a := range appends {
+		if string(a.Events[0].Type) == c.hold {
+			close(c.held)
+			<-c.gate
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range appends {
+		c.written = append(c.written, a.Stream+"/"+string(a.Events[0].Type))
+	}
+	return make([]eventstore.StreamResult, len(appends)), nil
+}
+
+func (c *orderCommitter) order() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.written)
+}
+
+// With two batches written at once, an append to a stream whose earlier
+// append is being written waits for it, while other streams go on.
+func TestAppendsToOneStreamInOrderWithTwoFlushes(t *testing.T) {
+	t.Parallel()
+	c := &orderCommitter{hold: "first", gate: make(chan struct{}), held: make(chan struct{})}
+	g := newGroupCommit(c, GroupCommit{Flushes: 2})
+	var wg sync.WaitGroup
+	appendTo := func(stream, typ string) {
+		wg.Go(func() {
+			a := eventstore.StreamAppend{Stream: stream, Events: []eventstore.EventData{{Type: typ}}}
+			if _, err := g.append(context.Background(), a, nil); err != nil {
+				t.Errorf("append %s/%s: %v", stream, typ, err)
+			}
+		})
+	}
+	appendTo("s", "first")
+	<-c.held // s/first is being written
+	appendTo("s", "second")
+	eventually(t, "s/second queued", func() bool { return g.queued() == 1 })
+	appendTo("t", "other") // the second writer writes it meanwhile
+	eventually(t, "t/other written", func() bool { return c.order() != "[]" })
+	if got := c.order(); got != "[t/other]" {
+		t.Fatalf("written %s while s/first is being written, want t/other only", got)
+	}
+	if n := g.queued(); n != 1 {
+		t.Fatalf("%d appends queued while s/first is written, want s/second", n)
+	}
+	close(c.gate)
+	wg.Wait()
+	if got := c.order(); got != "[t/other s/first s/second]" {
+		t.Fatalf("written %s, want t/other, then s/first and s/second in the order made", got)
+	}
+}
+
+// An append waiting for a window to pass is still queued: its caller's
+// context ending withdraws it, and it is never written.
+func TestWithdrawnWhileTheWindowGathers(t *testing.T) {
+	t.Parallel()
+	c := &orderCommitter{hold: "lone", gate: make(chan struct{}), held: make(chan struct{})}
+	g := newGroupCommit(c, GroupCommit{Flushes: 1, Window: 300 * time.Millisecond})
+	lone := make(chan error, 1)
+	go func() {
+		_, err := g.append(context.Background(), eventstore.StreamAppend{Stream: "a", Events: []eventstore.EventData{{Type: "lone"}}}, nil)
+		lone <- err
+	}()
+	<-c.held
+	ctx, cancel := context.WithCancel(context.Background())
+	gathered := make(chan error, 1)
+	go func() {
+		_, err := g.append(ctx, eventstore.StreamAppend{Stream: "b", Events: []eventstore.EventData{{Type: "gathered"}}}, nil)
+		gathered <- err
+	}()
+	eventually(t, "b queued", func() bool { return g.queued() == 1 })
+	close(c.gate) // the writer now waits the window, b queued
+	if err := <-lone; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	err := <-gathered
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "may still be written") {
+		t.Fatalf("withdrawn during the window: %v, want context.Canceled, nothing written", err)
+	}
+	time.Sleep(400 * time.Millisecond) // the window passes
+	if got := c.order(); got != "[a/lone]" {
+		t.Fatalf("written %s, want only a/lone", got)
+	}
+}
+
+// eventually waits up to 5s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5s: %s", what)
+		}
 	}
 }
