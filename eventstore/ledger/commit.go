@@ -73,9 +73,9 @@ type groupCommit struct {
 	commit Committer
 	cfg    GroupCommit
 
-	mu      sync.Mutex
-	queue   []*request
-	writing int             // writers running
+	mu        sync.Mutex
+	queue     []*request
+	writing   int             // writers running
 	writingTo map[string]bool // streams of the batches being written
 
 	statsMu  sync.Mutex
