@@ -27,6 +27,7 @@ type job struct {
 	awaiting int              // the attempt whose callback the review waits for
 	sweep    bool             // taken by the deadline sweeper
 	answer   *answer          // the answer of the attempt in flight, not yet recorded
+	unsure   *unsureStep      // a step whose write may have been stored: learn first
 	slot     bool             // holds a call slot for the attempt it starts
 	calling  bool             // its attempt was started as it was created: call first
 	// parkUntil is set by the step that parks j; its goroutine parks it
@@ -49,6 +50,16 @@ type answer struct {
 	domain.Answer
 	at    time.Time
 	async bool // accepted for asynchronous review (202)
+}
+
+// unsureStep is a step whose write failed without telling whether it was
+// stored (ledger.UnsureError): the next step learns which before it plans
+// anything, since planning again would write new events whose check fails
+// against the stored ones.
+type unsureStep struct {
+	write *ledger.UnsureError
+	plan  plan
+	now   time.Time
 }
 
 // work carries out the steps of j until it parks, leaves the automated
@@ -103,6 +114,9 @@ func (e *Engine) pause(j *job, wait time.Duration) bool {
 func (e *Engine) step(j *job) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.stopping), e.cfg.StopTimeout)
 	defer cancel()
+	if j.unsure != nil {
+		return e.learn(ctx, j)
+	}
 	if j.snap == nil {
 		snap, err := e.ledger.Load(ctx, j.id)
 		switch {
@@ -126,6 +140,9 @@ func (e *Engine) step(j *job) (bool, error) {
 	traced := e.traceCommit(ctx, j.snap, p.events, refused)
 	snap, err := e.commit(ctx, j, p)
 	traced(err)
+	if u := (*ledger.UnsureError)(nil); errors.As(err, &u) {
+		j.unsure = &unsureStep{write: u, plan: p, now: now}
+	}
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		e.releaseSlot(j)
 		if j.answer != nil && j.answer.Finding != nil && refused == nil {
@@ -141,13 +158,41 @@ func (e *Engine) step(j *job) (bool, error) {
 	if refused != nil {
 		e.conflict(ctx, j.snap.Review, actorEngine, *refused)
 	}
+	return e.written(j, p, snap, now, lost)
+}
+
+// written carries on from a step whose write is stored.
+func (e *Engine) written(j *job, p plan, snap *ledger.Snapshot, now time.Time, lost bool) (bool, error) {
 	e.recorded(p.after, p.events, now, p.actor)
 	e.traceWait(j, p, now)
 	j.snap, j.answer = snap, nil
 	if lost {
 		return false, nil
 	}
+	if p.step.Kind == domain.StepStart && !e.takeSlot(j) {
+		return false, nil // stopping: the next owner closes the attempt started
+	}
 	return e.carry(j, p), nil
+}
+
+// learn finds out whether the unsure write of j's last step is stored. When
+// it is, the step carries on as written (from the review as stored now,
+// which may have moved on since). When it is not, the step is planned
+// and written again from the snapshot it was made on: it fails its check
+// if another writer moved the review meanwhile, as any step does.
+func (e *Engine) learn(ctx context.Context, j *job) (bool, error) {
+	u := j.unsure
+	snap, landed, err := e.ledger.Landed(ctx, u.write)
+	if err != nil {
+		return false, err
+	}
+	j.unsure = nil
+	if !landed {
+		e.log.Info("an unsure step write was not stored; planning it again", "review_id", j.id)
+		return true, nil
+	}
+	e.log.Info("an unsure step write was stored", "review_id", j.id)
+	return e.written(j, u.plan, snap, u.now, e.isLost(j))
 }
 
 // plan is what one step writes: the events (an attempt's conclusion, and

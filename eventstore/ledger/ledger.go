@@ -195,7 +195,7 @@ func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.E
 			l.watch.told.Add(1)
 			l.watch.changed(id, nil)
 		}
-		return fmt.Errorf("append to %s: %w", stream, err)
+		return fmt.Errorf("append to %s: %w", stream, unsure(err, id, revs.first, data))
 	}
 	l.cache.written(id, revs, next, seen) // before the waiters are told: see LoadWatched
 	for _, e := range events {

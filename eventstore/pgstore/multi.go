@@ -64,7 +64,9 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 // idempotent: when the combined insert cannot run as one (a race on a stream),
 // pgstore appends the streams one by one, each in its own transaction followed
 // by every statement of then. A failing statement fails the whole call
-// (call-level error; nothing of that transaction is written).
+// (call-level error; nothing of that transaction is written, though the
+// streams appended one by one before it are: any subset of the call may
+// be stored after a call-level error, as the port says).
 //
 // The common case is one statement: every stream's condition checked and
 // its events inserted by appendMultiSQL, in one transaction, so all the rows

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// unsureCommits fails the first batch holding a FindingReceived as a
+// whole, having written it (store) or not: a batch whose outcome its
+// writer never learns, as when the connection is lost before the commit's
+// answer, or a later stream of the batch fails after earlier ones were
+// committed.
+type unsureCommits struct {
+	*memwork.Store
+	store  bool
+	failed atomic.Bool
+}
+
+func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+	finding := false
+	for _, a := range appends {
+		for _, ev := range a.Events {
+			finding = finding || ev.Type == domain.TypeFindingReceived
+		}
+	}
+	if !finding || c.failed.Load() {
+		return c.Store.Commit(ctx, appends, effects)
+	}
+	c.failed.Store(true)
+	if c.store {
+		if _, err := c.Store.Commit(ctx, appends, effects); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errFlaky
+}
+
+// A step whose write failed without telling whether it was stored learns
+// which before it plans again: stored, the review carries on from it;
+// not, the step is written again. Either way the engine's own finding is
+// recorded once and never taken for another writer's (no conflicting
+// completion).
+func TestAnUnsureStepWriteIsLearnedNotTakenForAConflict(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
+			events := memstore.New()
+			store := &unsureCommits{Store: memwork.New(events), store: stored}
+			led := ledger.New(events, ledger.Options{Committer: store})
+			policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+				Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+				Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+				OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+			}}}
+			prov := &overlapWatch{latency: time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
+			e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+				Lease: 5 * time.Second, PollInterval: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			running(t, e)
+			ctx := context.Background()
+			if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-1", ContentClass: "c", Content: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+			waitNoWork(t, e, nil)
+			waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 }) // the step retried, its goroutine done
+			if !store.failed.Load() {
+				t.Fatal("no batch with a finding was failed: the test proves nothing")
+			}
+			rv, err := led.Load(ctx, "unsure-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rv.State() != domain.StateAccepted {
+				t.Fatalf("review ended %s, want accepted", rv.State())
+			}
+			findings := 0
+			for _, typ := range eventTypes(t, led, "unsure-1") {
+				if strings.HasPrefix(typ, domain.TypeFindingReceived) {
+					findings++
+				}
+			}
+			if findings != 1 {
+				t.Errorf("%d FindingReceived stored, want 1: %v", findings, eventTypes(t, led, "unsure-1"))
+			}
+			conflicts, err := led.Conflicts(ctx, "unsure-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(conflicts.Events) != 0 {
+				t.Errorf("the engine's own finding was logged as %d conflicting completion(s): %+v", len(conflicts.Events), conflicts.Events[0].Event)
+			}
+		})
+	}
+}
