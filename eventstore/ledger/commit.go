@@ -18,7 +18,12 @@ type Committer interface {
 	// preconditions (the Committer documents which). results[i] belongs to
 	// appends[i]; effects[i] may be nil. An error is for the call as a
 	// whole: any subset may have been written, and writing the same events
-	// again is idempotent.
+	// again is idempotent. An idempotent re-append (its events stored
+	// already) is not written, but a Committer that only sees the store's
+	// results cannot tell it from one that is, and may apply its effect
+	// again (memwork, pgwork's ordered committer): the Ledger never makes
+	// one, every append's events having IDs of their own (a write left
+	// unsure is learned with Landed, not made again).
 	Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error)
 }
 

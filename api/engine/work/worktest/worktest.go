@@ -348,19 +348,37 @@ func testChangeOnlyWhenWritten(t *testing.T, s Subject) {
 	if _, err := s.Ledger.Append(ctx, b, ledger.Actor{Name: "other"}, sb); err != nil {
 		t.Fatal(err)
 	}
+	// Both in one batch: a first batch is held while they queue behind it.
+	plug := create(t, s, "ow-plug", "")
+	batches := &heldFirst{Committer: s.Store, held: make(chan struct{}), gate: make(chan struct{})}
+	l := ledger.New(s.Ledger.Store(), ledger.Options{Committer: batches})
 	var wg sync.WaitGroup
-	var errA, errB error
+	var errA, errB, errPlug error
+	ep, _ := plug.Escalate(domain.ReasonCancelled, "", t0)
 	ea, _ := a.Escalate(domain.ReasonCancelled, "", t0)
 	eb, _ := b.Escalate(domain.ReasonCancelled, "", t0)
 	wg.Go(func() {
-		_, errA = s.Ledger.AppendWith(ctx, a, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-a"}, ea)
+		_, errPlug = l.AppendWith(ctx, plug, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-plug"}, ep)
+	})
+	<-batches.held
+	wg.Go(func() {
+		_, errA = l.AppendWith(ctx, a, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-a"}, ea)
 	})
 	wg.Go(func() {
-		_, errB = s.Ledger.AppendWith(ctx, b, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-b"}, eb)
+		_, errB = l.AppendWith(ctx, b, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-b"}, eb)
 	})
+	for deadline := time.Now().Add(5 * time.Second); l.Stats().Waiting < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the two appends did not queue behind the first batch")
+		}
+	}
+	close(batches.gate)
 	wg.Wait()
-	if errA != nil || !errors.Is(errB, eventstore.ErrWrongExpectedVersion) {
-		t.Fatalf("appends = %v, %v; want nil and ErrWrongExpectedVersion", errA, errB)
+	if errPlug != nil || errA != nil || !errors.Is(errB, eventstore.ErrWrongExpectedVersion) {
+		t.Fatalf("appends = %v, %v, %v; want nil, nil and ErrWrongExpectedVersion", errPlug, errA, errB)
+	}
+	if got := batches.sizes(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("batches of %v streams, want [1 2]: ow-a and ow-b in one", got)
 	}
 	if n, _ := s.Store.Count(ctx); n != 1 {
 		t.Fatalf("%d records, want ow-b's alone", n)
@@ -381,6 +399,33 @@ func testChangeOnlyWhenWritten(t *testing.T, s Subject) {
 	if pl, err := s.Store.Payload(ctx, "ow-a"); err != nil || string(pl.Content) != "content of ow-a" {
 		t.Fatalf("content of ow-a = %q, %v: a failed create replaced it", pl.Content, err)
 	}
+}
+
+// heldFirst is a Committer whose first batch waits for gate to close
+// (held is closed once it waits), recording each batch's size.
+type heldFirst struct {
+	ledger.Committer
+	held, gate chan struct{}
+	mu         sync.Mutex
+	batches    []int
+}
+
+func (c *heldFirst) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+	c.mu.Lock()
+	first := len(c.batches) == 0
+	c.batches = append(c.batches, len(appends))
+	c.mu.Unlock()
+	if first {
+		close(c.held)
+		<-c.gate
+	}
+	return c.Committer.Commit(ctx, appends, effects)
+}
+
+func (c *heldFirst) sizes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.batches)
 }
 
 func testEnsure(t *testing.T, s Subject) {
