@@ -91,6 +91,11 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		then = e.firstAttempt(j, ev, now)
 	}
 	snap, current, err := e.ledger.CreateThen(ctx, ev, req.Actor, change, actorEngine, then...)
+	if u := (*ledger.UnsureError)(nil); errors.As(err, &u) {
+		if stored := e.landedCreate(ctx, u); stored != nil {
+			snap, current, err = stored, stored, nil
+		}
+	}
 	if err != nil && j != nil {
 		e.releaseSlot(j)
 	}
@@ -122,6 +127,26 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 	e.dispatch(ctx, req.ReviewID)
 	return snap, true, nil
 }
+
+// landedCreate is the review as stored now when its creation, left unsure
+// by its write (u), was stored; nil when it was not or cannot be told. The
+// submit then carries on as created (an owned review is worked here, its
+// first attempt included) instead of answering an error for a review that
+// exists, owned by this process and worked by none until its lease ends.
+func (e *Engine) landedCreate(ctx context.Context, u *ledger.UnsureError) *ledger.Snapshot {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), landedTimeout)
+	defer cancel()
+	snap, landed, err := e.ledger.Landed(ctx, u)
+	if err != nil || !landed {
+		return nil
+	}
+	e.log.Info("an unsure submit was stored", "review_id", u.ReviewID)
+	return snap
+}
+
+// landedTimeout bounds the read that learns whether an unsure creation was
+// stored.
+const landedTimeout = 5 * time.Second
 
 // firstAttempt is the AttemptStarted a review owned from its creation is
 // written with, when a call slot is free at once: its first attempt then

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,25 +16,26 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
 
-// unsureCommits fails the first batch holding a FindingReceived as a
-// whole, having written it (store) or not: a batch whose outcome its
+// unsureCommits fails the first batch holding an event of type failOn as
+// a whole, having written it (store) or not: a batch whose outcome its
 // writer never learns, as when the connection is lost before the commit's
 // answer, or a later stream of the batch fails after earlier ones were
 // committed.
 type unsureCommits struct {
 	*memwork.Store
+	failOn string
 	store  bool
 	failed atomic.Bool
 }
 
 func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
-	finding := false
+	found := false
 	for _, a := range appends {
 		for _, ev := range a.Events {
-			finding = finding || ev.Type == domain.TypeFindingReceived
+			found = found || ev.Type == c.failOn
 		}
 	}
-	if !finding || c.failed.Load() {
+	if !found || c.failed.Load() {
 		return c.Store.Commit(ctx, appends, effects)
 	}
 	c.failed.Store(true)
@@ -54,20 +56,8 @@ func TestAnUnsureStepWriteIsLearnedNotTakenForAConflict(t *testing.T) {
 	for _, stored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
 			events := memstore.New()
-			store := &unsureCommits{Store: memwork.New(events), store: stored}
-			led := ledger.New(events, ledger.Options{Committer: store})
-			policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-				Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
-				Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-				OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
-			}}}
-			prov := &overlapWatch{latency: time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
-			e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
-				Lease: 5 * time.Second, PollInterval: 20 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			running(t, e)
+			store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeFindingReceived, store: stored}
+			e, led := unsureEngine(t, events, store)
 			ctx := context.Background()
 			if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-1", ContentClass: "c", Content: []byte("x")}); err != nil {
 				t.Fatal(err)
@@ -102,4 +92,62 @@ func TestAnUnsureStepWriteIsLearnedNotTakenForAConflict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unsureEngine is an engine over events whose group commits store writes.
+func unsureEngine(t *testing.T, events eventstore.Store, store *unsureCommits) (*Engine, *ledger.Ledger) {
+	t.Helper()
+	led := ledger.New(events, ledger.Options{Committer: store})
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	prov := &overlapWatch{latency: time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
+	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+		Lease: time.Minute, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, e)
+	return e, led
+}
+
+// A submit whose write failed without telling whether it was stored
+// learns which: stored, it is answered as created and the review is
+// worked at once (not left owned by this process and worked by none until
+// its lease ends); not stored, it is an error and nothing exists.
+func TestAnUnsureSubmitIsLearned(t *testing.T) {
+	ctx := context.Background()
+	t.Run("stored", func(t *testing.T) {
+		events := memstore.New()
+		store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true}
+		e, led := unsureEngine(t, events, store)
+		_, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-s1", ContentClass: "c", Content: []byte("x")})
+		if err != nil || !created {
+			t.Fatalf("Submit = created %v, %v; want created", created, err)
+		}
+		if !store.failed.Load() {
+			t.Fatal("the submit's batch was not failed: the test proves nothing")
+		}
+		// Within a second, where the lease (a minute) would hold it.
+		waitUntil(t, time.Second, func() bool {
+			rv, err := led.Load(ctx, "unsure-s1")
+			return err == nil && rv.State() == domain.StateAccepted
+		})
+	})
+	t.Run("not stored", func(t *testing.T) {
+		events := memstore.New()
+		store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted}
+		e, led := unsureEngine(t, events, store)
+		if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-s2", ContentClass: "c", Content: []byte("x")}); !errors.Is(err, errFlaky) {
+			t.Fatalf("Submit = %v, want the batch's error", err)
+		}
+		if _, err := led.Load(ctx, "unsure-s2"); !errors.Is(err, domain.ErrReviewNotFound) {
+			t.Fatalf("Load = %v, want no review", err)
+		}
+		if n, err := store.Count(ctx); err != nil || n != 0 {
+			t.Fatalf("%d work records (%v), want none", n, err)
+		}
+	})
 }
