@@ -115,7 +115,7 @@ type orderCommitter struct {
 
 func (c *orderCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
 	for _, a := range appends {
-		if string(a.Events[0].Type) == c.hold {
+		if a.Events[0].Type == c.hold {
 			close(c.held)
 			<-c.gate
 		}
@@ -123,7 +123,7 @@ func (c *orderCommitter) Commit(_ context.Context, appends []eventstore.StreamAp
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range appends {
-		c.written = append(c.written, a.Stream+"/"+string(a.Events[0].Type))
+		c.written = append(c.written, a.Stream+"/"+a.Events[0].Type)
 	}
 	return make([]eventstore.StreamResult, len(appends)), nil
 }
