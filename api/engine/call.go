@@ -25,10 +25,13 @@ var (
 func (e *Engine) call(j *job) {
 	defer e.releaseSlot(j)
 	snap := j.snap
-	attempt, _, _, timeout := snap.InFlight()
+	attempt, _, started, timeout := snap.InFlight()
+	// The attempt's timeout runs from its recorded start, which a call
+	// made late (its start's write learned after a fault) has partly used.
+	left := min(timeout, started.Add(timeout).Sub(e.clock.Now()))
 	ctx, cancel := context.WithCancelCause(e.stopping)
 	defer cancel(nil)
-	stopTimer := e.clock.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	stopTimer := e.clock.AfterFunc(max(left, 0), func() { cancel(errAttemptTimeout) })
 	defer stopTimer()
 	e.mu.Lock()
 	j.cancelCall = cancel
@@ -41,7 +44,7 @@ func (e *Engine) call(j *job) {
 	cctx, span := e.startAttempt(ctx, j, attempt, timeout)
 	res := e.cfg.Provider.Call(cctx, provider.Request{
 		ReviewID: j.id, Attempt: attempt, ContentClass: snap.Class(), ContentType: snap.ContentType(),
-		Content: j.payload.Content, Timeout: timeout,
+		Content: j.payload.Content, Timeout: max(left, 0),
 	})
 	e.metrics.calls.Dec()
 	e.mu.Lock()

@@ -175,23 +175,40 @@ func (e *Engine) written(j *job, p plan, snap *ledger.Snapshot, now time.Time, l
 	return e.carry(j, p), nil
 }
 
-// learn finds out whether the unsure write of j's last step is stored. When
-// it is, the step carries on as written (from the review as stored now,
-// which may have moved on since). When it is not, the step is planned
-// and written again from the snapshot it was made on: it fails its check
-// if another writer moved the review meanwhile, as any step does.
+// learn finds out whether the unsure write of j's last step is stored.
+// When it is, the step carries on as written; from the review as stored
+// now, planned again, when that has moved on since or the engine is
+// stopping. When it is not, the step is planned and written again from the
+// snapshot it was made on: it fails its check if another writer moved the
+// review meanwhile, as any step does.
 func (e *Engine) learn(ctx context.Context, j *job) (bool, error) {
 	u := j.unsure
 	snap, landed, err := e.ledger.Landed(ctx, u.write)
 	if err != nil {
 		return false, err
 	}
-	j.unsure = nil
 	if !landed {
+		j.unsure = nil
 		e.log.Info("an unsure step write was not stored; planning it again", "review_id", j.id)
 		return true, nil
 	}
+	if !e.store.Atomic() {
+		// The record's change follows the events there: it may be what
+		// failed. Made again (a park by its owner, a release: both hold
+		// when made twice).
+		again := u.plan
+		again.events = nil
+		if _, err := e.commit(ctx, j, again); err != nil {
+			return false, err
+		}
+	}
+	j.unsure = nil
 	e.log.Info("an unsure step write was stored", "review_id", j.id)
+	if _, last := u.write.Revisions(); snap.Version() != last || e.stopping.Err() != nil {
+		e.recorded(u.plan.after, u.plan.events, u.now, u.plan.actor)
+		j.snap, j.answer = snap, nil
+		return true, nil
+	}
 	return e.written(j, u.plan, snap, u.now, e.isLost(j))
 }
 

@@ -91,15 +91,18 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		then = e.firstAttempt(j, ev, now)
 	}
 	snap, current, err := e.ledger.CreateThen(ctx, ev, req.Actor, change, actorEngine, then...)
+	taken := false // the review exists, created by another write
 	if u := (*ledger.UnsureError)(nil); errors.As(err, &u) {
-		if stored := e.landedCreate(ctx, u); stored != nil {
+		stored, landed := e.landedCreate(ctx, u)
+		if landed {
 			snap, current, err = stored, stored, nil
 		}
+		taken = !landed && stored != nil
 	}
 	if err != nil && j != nil {
 		e.releaseSlot(j)
 	}
-	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+	if taken || errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		existing, err := e.ledger.Load(ctx, req.ReviewID)
 		if err != nil {
 			return nil, false, err
@@ -128,20 +131,24 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 	return snap, true, nil
 }
 
-// landedCreate is the review as stored now when its creation, left unsure
-// by its write (u), was stored; nil when it was not or cannot be told. The
-// submit then carries on as created (an owned review is worked here, its
-// first attempt included) instead of answering an error for a review that
-// exists, owned by this process and worked by none until its lease ends.
-func (e *Engine) landedCreate(ctx context.Context, u *ledger.UnsureError) *ledger.Snapshot {
+// landedCreate learns whether a creation left unsure by its write (u) was
+// stored: landed, with the review as stored now; or not, with the review
+// another write created (nil when there is none, or it cannot be told).
+// Landed, the submit carries on as created (an owned review is worked
+// here, its first attempt included) instead of answering an error for a
+// review that exists, owned by this process and worked by none until its
+// lease ends; created by another, it is answered as a resubmit.
+func (e *Engine) landedCreate(ctx context.Context, u *ledger.UnsureError) (*ledger.Snapshot, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), landedTimeout)
 	defer cancel()
 	snap, landed, err := e.ledger.Landed(ctx, u)
-	if err != nil || !landed {
-		return nil
+	if err != nil {
+		return nil, false
 	}
-	e.log.Info("an unsure submit was stored", "review_id", u.ReviewID)
-	return snap
+	if landed {
+		e.log.Info("an unsure submit was stored", "review_id", u.ReviewID)
+	}
+	return snap, landed
 }
 
 // landedTimeout bounds the read that learns whether an unsure creation was

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -23,19 +24,22 @@ import (
 // committed.
 type unsureCommits struct {
 	*memwork.Store
-	failOn string
-	store  bool
-	failed atomic.Bool
+	failOn    string
+	without   string // not a batch also holding an event of this type
+	store     bool
+	failed    atomic.Bool
+	meanwhile func() // run as the batch fails, when set
 }
 
 func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
-	found := false
+	found, excluded := false, false
 	for _, a := range appends {
 		for _, ev := range a.Events {
 			found = found || ev.Type == c.failOn
+			excluded = excluded || ev.Type == c.without
 		}
 	}
-	if !found || c.failed.Load() {
+	if !found || excluded || c.failed.Load() {
 		return c.Store.Commit(ctx, appends, effects)
 	}
 	c.failed.Store(true)
@@ -43,6 +47,9 @@ func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamA
 		if _, err := c.Store.Commit(ctx, appends, effects); err != nil {
 			return nil, err
 		}
+	}
+	if c.meanwhile != nil {
+		c.meanwhile()
 	}
 	return nil, errFlaky
 }
@@ -94,8 +101,13 @@ func TestAnUnsureStepWriteIsLearnedNotTakenForAConflict(t *testing.T) {
 	}
 }
 
-// unsureEngine is an engine over events whose group commits store writes.
+// unsureEngine is an engine over events whose group commits store writes,
+// working reviews (a submit is owned by it when it has room).
 func unsureEngine(t *testing.T, events eventstore.Store, store *unsureCommits) (*Engine, *ledger.Ledger) {
+	return unsureEngineWith(t, events, store, &overlapWatch{latency: time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}})
+}
+
+func unsureEngineWith(t *testing.T, events eventstore.Store, store *unsureCommits, prov provider.Provider) (*Engine, *ledger.Ledger) {
 	t.Helper()
 	led := ledger.New(events, ledger.Options{Committer: store})
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
@@ -103,13 +115,13 @@ func unsureEngine(t *testing.T, events eventstore.Store, store *unsureCommits) (
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
-	prov := &overlapWatch{latency: time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
 	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
 		Lease: time.Minute, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	running(t, e)
+	waitUntil(t, 5*time.Second, e.works.Load)
 	return e, led
 }
 
@@ -150,4 +162,77 @@ func TestAnUnsureSubmitIsLearned(t *testing.T) {
 			t.Fatalf("%d work records (%v), want none", n, err)
 		}
 	})
+}
+
+// A submit left unsure whose review another write created meanwhile (the
+// same submission from another process) is answered as a resubmit.
+func TestAnUnsureSubmitOfAReviewCreatedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted}
+	e, led := unsureEngine(t, events, store)
+	req := SubmitRequest{ReviewID: "unsure-s3", ContentClass: "c", Content: []byte("x")}
+	store.meanwhile = func() {
+		other := ledger.New(events)
+		ev, err := domain.Submit(domain.SubmitCommand{ReviewID: req.ReviewID, ContentClass: "c", PayloadDigest: Digest(req.Content),
+			PayloadBytes: 1, Policy: e.cfg.Policy.Classes["c"], Now: time.Now()})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := other.Create(context.WithoutCancel(ctx), ev, ledger.Actor{Name: "platform"}); err != nil {
+			t.Error(err)
+		}
+	}
+	_, created, err := e.Submit(ctx, req)
+	if err != nil || created {
+		t.Fatalf("Submit = created %v, %v; want the review created meanwhile, as a resubmit", created, err)
+	}
+	// The resubmit made sure of its work record (the other write had none),
+	// and the review went on from there.
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, req.ReviewID)
+		return err == nil && rv.Version() > 0
+	})
+}
+
+// failsFirst fails every review's first attempt as the provider being
+// unavailable, and accepts the later ones.
+type failsFirst struct{ calls atomic.Int64 }
+
+func (p *failsFirst) Call(_ context.Context, req provider.Request) provider.Result {
+	p.calls.Add(1)
+	if req.Attempt == 1 {
+		return provider.Failure(domain.ClassProviderUnavailable, "http 503")
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// A step that started an attempt, its write stored but left unsure, makes
+// the attempt's call once it learns so: the attempt is not left to time
+// out and a third one started.
+func TestAnUnsureAttemptStartIsCalled(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeAttemptStarted, without: domain.TypeSubmitted, store: true}
+	prov := &failsFirst{}
+	e, led := unsureEngineWith(t, events, store, prov)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-a1", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, "unsure-a1")
+		return err == nil && rv.State() == domain.StateAccepted
+	})
+	if !store.failed.Load() {
+		t.Fatal("no batch starting a later attempt was failed: the test proves nothing")
+	}
+	var started, timedOut int
+	for _, typ := range eventTypes(t, led, "unsure-a1") {
+		started += strings.Count(typ, domain.TypeAttemptStarted)
+		timedOut += strings.Count(typ, domain.TypeAttemptTimedOut+":"+string(domain.ClassDeadlineExceeded))
+	}
+	if started != 2 || timedOut != 0 || prov.calls.Load() != 2 {
+		t.Fatalf("%d attempts started, %d past their timeout, %d calls; want 2, 0, 2: %v", started, timedOut, prov.calls.Load(), eventTypes(t, led, "unsure-a1"))
+	}
 }

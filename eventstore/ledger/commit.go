@@ -131,7 +131,7 @@ func (g *groupCommit) append(ctx context.Context, a eventstore.StreamAppend, eff
 			return o.result, o.err
 		default:
 		}
-		return eventstore.AppendResult{}, errUnsure{fmt.Errorf("%w while the append was being written", ctx.Err())}
+		return eventstore.AppendResult{}, errUnsure{err: fmt.Errorf("%w while the append was being written", ctx.Err()), done: r.done}
 	}
 }
 
@@ -233,7 +233,7 @@ func (g *groupCommit) flush(batch []*request) {
 	g.count(&batch, err)
 	for i, r := range batch {
 		if err != nil {
-			r.done <- outcome{err: errUnsure{err}} // any subset may be written
+			r.done <- outcome{err: errUnsure{err: err}} // any subset may be written
 			continue
 		}
 		r.done <- outcome{result: results[i].AppendResult, err: results[i].Err}

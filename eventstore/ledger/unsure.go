@@ -23,14 +23,26 @@ type UnsureError struct {
 	first    uint64   // revision of the write's first event
 	ids      []string // its events' IDs
 	err      error
+	// done is the outcome of the batch still being written when the
+	// caller's context ended; nil once received, or when the batch ended.
+	done <-chan outcome
+}
+
+// Revisions are the revisions the write gave its events, first to last.
+func (e *UnsureError) Revisions() (first, last uint64) {
+	return e.first, e.first + uint64(len(e.ids)) - 1
 }
 
 func (e *UnsureError) Error() string { return e.err.Error() + " (the append may have been written)" }
 func (e *UnsureError) Unwrap() error { return e.err }
 
 // errUnsure marks the group commit's outcomes that leave a write unsure;
-// Ledger.write makes them an UnsureError.
-type errUnsure struct{ err error }
+// Ledger.write makes them an UnsureError. done is the outcome to come of
+// a batch still being written.
+type errUnsure struct {
+	err  error
+	done <-chan outcome
+}
 
 func (e errUnsure) Error() string { return e.err.Error() }
 func (e errUnsure) Unwrap() error { return e.err }
@@ -46,12 +58,23 @@ func unsure(err error, reviewID string, first uint64, data []eventstore.EventDat
 	for i, d := range data {
 		ids[i] = d.ID
 	}
-	return &UnsureError{ReviewID: reviewID, first: first, ids: ids, err: u.err}
+	return &UnsureError{ReviewID: reviewID, first: first, ids: ids, err: u.err, done: u.done}
 }
 
 // Landed reads the review of u as stored now, and reports whether u's
-// write is in it: its events at the revisions it gave them.
+// write is in it: its events at the revisions it gave them. A batch still
+// being written is waited for first (up to the group commit's Timeout,
+// or ctx's end: then the error is ctx's, and Landed may be asked again).
+// Not for concurrent use on one u.
 func (l *Ledger) Landed(ctx context.Context, u *UnsureError) (*Snapshot, bool, error) {
+	if u.done != nil {
+		select {
+		case <-u.done:
+			u.done = nil
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("review %q: wait for its write's batch: %w", u.ReviewID, ctx.Err())
+		}
+	}
 	snap, err := l.Load(ctx, u.ReviewID)
 	if errors.Is(err, domain.ErrReviewNotFound) && u.first == 0 {
 		return nil, false, nil // a creation that did not land

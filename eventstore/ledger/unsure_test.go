@@ -128,3 +128,67 @@ func TestAWrongVersionIsNotUnsure(t *testing.T) {
 		t.Fatalf("append on a moved review: %v, want ErrWrongExpectedVersion and not unsure", err)
 	}
 }
+
+// slowBatch holds its batch until gate closes, then writes it.
+type slowBatch struct {
+	store eventstore.Store
+	held  chan struct{}
+	gate  chan struct{}
+	armed atomic.Bool
+}
+
+func (c *slowBatch) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.held)
+		<-c.gate
+	}
+	return c.store.AppendMulti(ctx, appends...)
+}
+
+// An append whose caller gave up while its batch was being written is
+// unsure, and Landed waits for that batch before it reads: the write is
+// then found stored, not taken for one that never was.
+func TestLandedWaitsForTheBatchBeingWritten(t *testing.T) {
+	store := memstore.New()
+	commits := &slowBatch{store: store, held: make(chan struct{}), gate: make(chan struct{})}
+	l := ledger.New(store, ledger.Options{Committer: commits})
+	actor := ledger.Actor{Name: "engine"}
+	rv, err := l.Create(context.Background(), submitted(t, "r4"), actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := rv.StartAttempt(t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits.armed.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-commits.held; cancel() }()
+	_, err = l.Append(ctx, rv, actor, start)
+	var u *ledger.UnsureError
+	if !errors.As(err, &u) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("append given up while written: %v, want an UnsureError of the context's end", err)
+	}
+	short, stop := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer stop()
+	if _, _, err := l.Landed(short, u); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Landed while the batch is written, bounded: %v, want the bound's end", err)
+	}
+	answered := make(chan bool, 1)
+	go func() {
+		_, landed, err := l.Landed(context.Background(), u)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- landed
+	}()
+	select {
+	case <-answered:
+		t.Fatal("Landed answered while the batch was still being written")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(commits.gate)
+	if landed := <-answered; !landed {
+		t.Fatal("Landed = false once the batch was written")
+	}
+}
