@@ -57,9 +57,10 @@ type answer struct {
 // anything, since planning again would write new events whose check fails
 // against the stored ones.
 type unsureStep struct {
-	write *ledger.UnsureError
-	plan  plan
-	now   time.Time
+	write   *ledger.UnsureError
+	plan    plan
+	now     time.Time
+	refused *domain.Conflict // the answer the step's conclusion refused, to log once written
 }
 
 // work carries out the steps of j until it parks, leaves the automated
@@ -141,7 +142,7 @@ func (e *Engine) step(j *job) (bool, error) {
 	snap, err := e.commit(ctx, j, p)
 	traced(err)
 	if u := (*ledger.UnsureError)(nil); errors.As(err, &u) {
-		j.unsure = &unsureStep{write: u, plan: p, now: now}
+		j.unsure = &unsureStep{write: u, plan: p, now: now, refused: refused}
 	}
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		e.releaseSlot(j)
@@ -192,18 +193,22 @@ func (e *Engine) learn(ctx context.Context, j *job) (bool, error) {
 		e.log.Info("an unsure step write was not stored; planning it again", "review_id", j.id)
 		return true, nil
 	}
-	if !e.store.Atomic() {
-		// The record's change follows the events there: it may be what
-		// failed. Made again (a park by its owner, a release: both hold
-		// when made twice).
-		again := u.plan
-		again.events = nil
-		if _, err := e.commit(ctx, j, again); err != nil {
-			return false, err
-		}
+	// The record's change is made again (a park by its owner, a release:
+	// both hold when made twice). Where the committer is not atomic it
+	// follows the events and may be what failed; and a record parked by
+	// the stored write may have been claimed meanwhile, by this process's
+	// own poll while the step waited to learn (held again, as still
+	// worked), and must be parked again before the job is.
+	again := u.plan
+	again.events = nil
+	if _, err := e.commit(ctx, j, again); err != nil {
+		return false, err
 	}
 	j.unsure = nil
 	e.log.Info("an unsure step write was stored", "review_id", j.id)
+	if u.refused != nil {
+		e.conflict(ctx, j.snap.Review, actorEngine, *u.refused)
+	}
 	if _, last := u.write.Revisions(); snap.Version() != last || e.stopping.Err() != nil {
 		e.recorded(u.plan.after, u.plan.events, u.now, u.plan.actor)
 		j.snap, j.answer = snap, nil

@@ -108,10 +108,14 @@ func unsureEngine(t *testing.T, events eventstore.Store, store *unsureCommits) (
 }
 
 func unsureEngineWith(t *testing.T, events eventstore.Store, store *unsureCommits, prov provider.Provider) (*Engine, *ledger.Ledger) {
+	return unsureEngineTimed(t, events, store, prov, 5*time.Second)
+}
+
+func unsureEngineTimed(t *testing.T, events eventstore.Store, store *unsureCommits, prov provider.Provider, attemptTimeout time.Duration) (*Engine, *ledger.Ledger) {
 	t.Helper()
 	led := ledger.New(events, ledger.Options{Committer: store})
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Budget: 30 * time.Second, AttemptTimeout: attemptTimeout, MaxAttempts: 3,
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
@@ -234,5 +238,49 @@ func TestAnUnsureAttemptStartIsCalled(t *testing.T) {
 	}
 	if started != 2 || timedOut != 0 || prov.calls.Load() != 2 {
 		t.Fatalf("%d attempts started, %d past their timeout, %d calls; want 2, 0, 2: %v", started, timedOut, prov.calls.Load(), eventTypes(t, led, "unsure-a1"))
+	}
+}
+
+// lateFirst answers every review's first attempt with a finding after
+// the attempt's timeout (heedless of its context), the later ones at once.
+type lateFirst struct{ after time.Duration }
+
+func (p lateFirst) Call(_ context.Context, req provider.Request) provider.Result {
+	if req.Attempt == 1 {
+		time.Sleep(p.after)
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// A step whose conclusion refused a late finding logs that conflicting
+// completion once its write, left unsure, is learned to be stored. The
+// write parked the review's record, which this process's own poll claimed
+// again while the step waited to learn: the review is parked again and
+// goes on at once, not a lease (a minute) later.
+func TestAnUnsureStepLogsTheFindingItRefused(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeAttemptTimedOut, store: true}
+	e, led := unsureEngineTimed(t, events, store, lateFirst{after: 150 * time.Millisecond}, 100*time.Millisecond)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-l1", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, "unsure-l1")
+		return err == nil && rv.State() == domain.StateAccepted
+	})
+	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+	if !store.failed.Load() {
+		t.Fatal("no batch closing an attempt was failed: the test proves nothing")
+	}
+	conflicts, err := led.Conflicts(ctx, "unsure-l1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conflicts.Events) != 1 {
+		t.Fatalf("%d conflicting completions logged, want the late finding's: %+v", len(conflicts.Events), conflicts.Events)
+	}
+	if c, ok := conflicts.Events[0].Event.(domain.ConflictingCompletionRecorded); !ok || c.Reason != domain.ConflictAttemptNotInFlight {
+		t.Fatalf("logged %+v, want the late finding refused (attempt not in flight)", conflicts.Events[0].Event)
 	}
 }
