@@ -83,6 +83,14 @@ func testCrash(t *testing.T, pubsub string) {
 		}
 		return true, ""
 	})
+	// The asynchronous review's 202 and the backoff's 429 must have been
+	// taken in (both reviews parked) before the kill: a kill while an
+	// answer is still on its way to the record leaves that attempt owned,
+	// and it is closed as worker_lost, not as the test says.
+	eventually(t, "the asynchronous and the backing-off reviews to be parked", func() (bool, string) {
+		v := metricValue(t, first, "reviewledger_engine_parked_reviews")
+		return v >= 2, fmt.Sprintf("%v parked", v)
+	})
 	deadlines := map[string]time.Time{}
 	for _, r := range reviews {
 		v := first.review(t, r.id)
