@@ -193,23 +193,29 @@ func (e *Engine) learn(ctx context.Context, j *job) (bool, error) {
 		e.log.Info("an unsure step write was not stored; planning it again", "review_id", j.id)
 		return true, nil
 	}
-	// The record's change is made again (a park by its owner, a release:
-	// both hold when made twice). Where the committer is not atomic it
-	// follows the events and may be what failed; and a record parked by
-	// the stored write may have been claimed meanwhile, by this process's
-	// own poll while the step waited to learn (held again, as still
-	// worked), and must be parked again before the job is.
-	again := u.plan
-	again.events = nil
-	if _, err := e.commit(ctx, j, again); err != nil {
-		return false, err
+	_, last := u.write.Revisions()
+	moved := snap.Version() != last
+	if !moved {
+		// The record's change is made again (a park by its owner, a
+		// release: both hold when made twice). Where the committer is not
+		// atomic it follows the events and may be what failed; and a
+		// record parked by the stored write may have been claimed
+		// meanwhile, by this process's own poll while the step waited to
+		// learn (held again, as still worked), and must be parked again
+		// before the job is. Not once the review moved on: a release
+		// would delete the record of a round requeued since.
+		again := u.plan
+		again.events = nil
+		if _, err := e.commit(ctx, j, again); err != nil {
+			return false, err
+		}
 	}
 	j.unsure = nil
 	e.log.Info("an unsure step write was stored", "review_id", j.id)
 	if u.refused != nil {
 		e.conflict(ctx, j.snap.Review, actorEngine, *u.refused)
 	}
-	if _, last := u.write.Revisions(); snap.Version() != last || e.stopping.Err() != nil {
+	if moved || e.stopping.Err() != nil {
 		e.recorded(u.plan.after, u.plan.events, u.now, u.plan.actor)
 		j.snap, j.answer = snap, nil
 		return true, nil
@@ -258,7 +264,13 @@ func (e *Engine) plan(ctx context.Context, j *job, events []domain.Event, now ti
 		if st.Kind == domain.StepWait || st.Kind == domain.StepNone {
 			return p, nil
 		}
-		evs, err := r.EventsFor(st, now)
+		at := now
+		if st.Kind == domain.StepStart {
+			// next may have waited for a call slot: the attempt starts
+			// now, and its timeout runs from here.
+			at = e.clock.Now()
+		}
+		evs, err := r.EventsFor(st, at)
 		if err != nil {
 			return plan{}, fmt.Errorf("review %q: %s: %w", j.id, st.Kind, err)
 		}

@@ -96,6 +96,13 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		stored, landed := e.landedCreate(ctx, u)
 		if landed {
 			snap, current, err = stored, stored, nil
+			// Worked here only as it was written, and while the lease it
+			// was written with holds (nothing renewed it meanwhile);
+			// otherwise whoever holds the record next works it.
+			if _, last := u.Revisions(); owned && (stored.Version() != last || !e.clock.Now().Before(e.localLease(now))) {
+				e.releaseSlot(j)
+				owned, j = false, nil
+			}
 		}
 		taken = !landed && stored != nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -282,5 +283,98 @@ func TestAnUnsureStepLogsTheFindingItRefused(t *testing.T) {
 	}
 	if c, ok := conflicts.Events[0].Event.(domain.ConflictingCompletionRecorded); !ok || c.Reason != domain.ConflictAttemptNotInFlight {
 		t.Fatalf("logged %+v, want the late finding refused (attempt not in flight)", conflicts.Events[0].Event)
+	}
+}
+
+// refusedThenFlaky refuses every review's first attempt (400: escalated),
+// fails its second (503) and accepts the later ones.
+type refusedThenFlaky struct{ calls atomic.Int64 }
+
+func (p *refusedThenFlaky) Call(_ context.Context, req provider.Request) provider.Result {
+	p.calls.Add(1)
+	switch req.Attempt {
+	case 1:
+		return provider.Failure(domain.ClassProviderRefused, "http 400")
+	case 2:
+		return provider.Failure(domain.ClassProviderUnavailable, "http 503")
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// A stored unsure escalation whose review a moderator requeued before the
+// step learned of it leaves the new round's work record alone (a release
+// made again would delete it, and the round would be worked by none).
+func TestAnUnsureReleaseLeavesARequeuedRoundsRecord(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeEscalated, store: true}
+	store.meanwhile = func() {
+		moderator := ledger.New(events, ledger.Options{Committer: store.Store})
+		snap, err := moderator.Load(context.WithoutCancel(ctx), "unsure-r1")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ev, err := snap.Requeue(domain.RequeueCommand{By: "mod", ExpectedVersion: snap.Version()}, time.Now())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		reopen := work.Change{Op: work.Reopen, ReviewID: "unsure-r1", Deadline: ev.Deadline, At: time.Now()}
+		if _, err := moderator.AppendWith(context.WithoutCancel(ctx), snap, ledger.Actor{Name: "mod"}, reopen, ev); err != nil {
+			t.Error(err)
+		}
+	}
+	e, led := unsureEngineWith(t, events, store, &refusedThenFlaky{})
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-r1", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, "unsure-r1")
+		return err == nil && rv.State() == domain.StateAccepted
+	})
+	if !store.failed.Load() {
+		t.Fatal("no escalation's batch was failed: the test proves nothing")
+	}
+}
+
+// A submit whose unsure write was stored, but learned only after the
+// lease it was written with ran out, is not worked here: another process
+// may hold the record by then, and two would call the provider at once.
+func TestAnUnsureSubmitPastItsLeaseIsNotWorkedHere(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	mem := memwork.New(events)
+	store := &unsureCommits{Store: mem, failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(600 * time.Millisecond) }}
+	prov := &overlapWatch{latency: 900 * time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	engine := func(owner string, s work.Store) (*Engine, *ledger.Ledger) {
+		led := ledger.New(events, ledger.Options{Committer: s})
+		e, err := New(Config{Policy: policy, Store: s, Ledger: led, Provider: prov, Logger: testLogger(), Owner: owner,
+			Lease: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running(t, e)
+		waitUntil(t, 5*time.Second, e.works.Load)
+		return e, led
+	}
+	a, led := engine("A", store)
+	engine("B", mem)
+	if _, created, err := a.Submit(ctx, SubmitRequest{ReviewID: "unsure-p1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
+		t.Fatalf("Submit = created %v, %v; want created", created, err)
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		rv, err := led.Load(ctx, "unsure-p1")
+		return err == nil && rv.State() == domain.StateAccepted
+	})
+	prov.mu.Lock()
+	defer prov.mu.Unlock()
+	if len(prov.overlaps) > 0 {
+		t.Fatalf("the provider was called twice at once: %v (%v)", prov.overlaps, eventTypes(t, led, "unsure-p1"))
 	}
 }

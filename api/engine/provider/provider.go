@@ -28,8 +28,10 @@ type Request struct {
 	ContentClass string
 	ContentType  string
 	Content      []byte
-	// Timeout is the attempt's timeout, for providers that schedule work
-	// against it (the simulator's callbacks). ctx is cancelled at it.
+	// Timeout is what is left of the attempt's timeout, which runs from
+	// its recorded start (the whole of it for a call made as the attempt
+	// starts), for providers that schedule work against it (the
+	// simulator's callbacks). ctx is cancelled at it.
 	Timeout time.Duration
 }
 

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// slowAccept accepts after d, or fails when its context ends first.
+type slowAccept struct{ d time.Duration }
+
+func (p slowAccept) Call(ctx context.Context, req provider.Request) provider.Result {
+	select {
+	case <-time.After(p.d):
+	case <-ctx.Done():
+		return provider.Failure(domain.ClassTransportError, "cancelled")
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// An attempt starts when its call slot is free, not when its step began
+// waiting for one: the wait is not charged to the attempt's timeout. One
+// slot, two reviews, each call taking most of the timeout: the second
+// waits for the first's and still has its whole timeout.
+func TestAnAttemptIsNotChargedItsWaitForASlot(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := memwork.New(events)
+	led := ledger.New(events, ledger.Options{Committer: store})
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 30 * time.Second, AttemptTimeout: 500 * time.Millisecond, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{300 * time.Millisecond}, Logger: testLogger(),
+		Lease: time.Minute, PollInterval: 20 * time.Millisecond, Calls: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, e)
+	waitUntil(t, 5*time.Second, e.works.Load)
+	ids := []string{"slot-1", "slot-2"}
+	for _, id := range ids {
+		if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: id, ContentClass: "c", Content: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		waitUntil(t, 5*time.Second, func() bool {
+			rv, err := led.Load(ctx, id)
+			return err == nil && rv.State() == domain.StateAccepted
+		})
+		for _, typ := range eventTypes(t, led, id) {
+			if strings.HasPrefix(typ, domain.TypeAttemptTimedOut) {
+				t.Errorf("%s: an attempt timed out: %v", id, eventTypes(t, led, id))
+			}
+		}
+	}
+}
