@@ -53,10 +53,7 @@ func TestAnAttemptIsNotChargedItsWaitForASlot(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		waitUntil(t, 5*time.Second, func() bool {
-			rv, err := led.Load(ctx, id)
-			return err == nil && rv.State() == domain.StateAccepted
-		})
+		waitAccepted(t, led, id, 5*time.Second)
 		for _, typ := range eventTypes(t, led, id) {
 			if strings.HasPrefix(typ, domain.TypeAttemptTimedOut) {
 				t.Errorf("%s: an attempt timed out: %v", id, eventTypes(t, led, id))

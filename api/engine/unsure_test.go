@@ -225,10 +225,7 @@ func TestAnUnsureAttemptStartIsCalled(t *testing.T) {
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-a1", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
-		rv, err := led.Load(ctx, "unsure-a1")
-		return err == nil && rv.State() == domain.StateAccepted
-	})
+	waitAccepted(t, led, "unsure-a1", 5*time.Second)
 	if !store.failed.Load() {
 		t.Fatal("no batch starting a later attempt was failed: the test proves nothing")
 	}
@@ -266,10 +263,7 @@ func TestAnUnsureStepLogsTheFindingItRefused(t *testing.T) {
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-l1", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
-		rv, err := led.Load(ctx, "unsure-l1")
-		return err == nil && rv.State() == domain.StateAccepted
-	})
+	waitAccepted(t, led, "unsure-l1", 5*time.Second)
 	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
 	if !store.failed.Load() {
 		t.Fatal("no batch closing an attempt was failed: the test proves nothing")
@@ -329,10 +323,7 @@ func TestAnUnsureReleaseLeavesARequeuedRoundsRecord(t *testing.T) {
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-r1", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
-		rv, err := led.Load(ctx, "unsure-r1")
-		return err == nil && rv.State() == domain.StateAccepted
-	})
+	waitAccepted(t, led, "unsure-r1", 5*time.Second)
 	if !store.failed.Load() {
 		t.Fatal("no escalation's batch was failed: the test proves nothing")
 	}
@@ -368,13 +359,19 @@ func TestAnUnsureSubmitPastItsLeaseIsNotWorkedHere(t *testing.T) {
 	if _, created, err := a.Submit(ctx, SubmitRequest{ReviewID: "unsure-p1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
 		t.Fatalf("Submit = created %v, %v; want created", created, err)
 	}
-	waitUntil(t, 10*time.Second, func() bool {
-		rv, err := led.Load(ctx, "unsure-p1")
-		return err == nil && rv.State() == domain.StateAccepted
-	})
+	waitAccepted(t, led, "unsure-p1", 10*time.Second)
 	prov.mu.Lock()
 	defer prov.mu.Unlock()
 	if len(prov.overlaps) > 0 {
 		t.Fatalf("the provider was called twice at once: %v (%v)", prov.overlaps, eventTypes(t, led, "unsure-p1"))
 	}
+}
+
+// waitAccepted waits up to limit for review id to be accepted.
+func waitAccepted(t *testing.T, led *ledger.Ledger, id string, limit time.Duration) {
+	t.Helper()
+	waitUntil(t, limit, func() bool {
+		rv, err := led.Load(context.Background(), id)
+		return err == nil && rv.State() == domain.StateAccepted
+	})
 }

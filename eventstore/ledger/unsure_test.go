@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
@@ -53,16 +54,9 @@ func TestLandedTellsAnUnsureWrite(t *testing.T) {
 			store := memstore.New()
 			commits := &lostAnswers{store: store, write: c.write}
 			l := ledger.New(store, ledger.Options{Committer: commits})
-			rv, err := l.Create(ctx, submitted(t, "r1"), actor)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start, err := rv.StartAttempt(t0.Add(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
+			rv, start := createdToStart(t, l, "r1", actor)
 			commits.armed.Store(true)
-			_, err = l.Append(ctx, rv, actor, start)
+			_, err := l.Append(ctx, rv, actor, start)
 			var u *ledger.UnsureError
 			if !errors.As(err, &u) || !errors.Is(err, errLost) {
 				t.Fatalf("append in a failed batch: %v, want an UnsureError wrapping the batch's error", err)
@@ -111,18 +105,11 @@ func TestLandedOfACreationNotStored(t *testing.T) {
 func TestAWrongVersionIsNotUnsure(t *testing.T) {
 	ctx := context.Background()
 	l := ledger.New(memstore.New())
-	rv, err := l.Create(ctx, submitted(t, "r3"), ledger.Actor{Name: "platform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, err := rv.StartAttempt(t0.Add(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rv, start := createdToStart(t, l, "r3", ledger.Actor{Name: "platform"})
 	if _, err := l.Append(ctx, rv, ledger.Actor{Name: "engine"}, start); err != nil {
 		t.Fatal(err)
 	}
-	_, err = l.Append(ctx, rv, ledger.Actor{Name: "engine"}, start)
+	_, err := l.Append(ctx, rv, ledger.Actor{Name: "engine"}, start)
 	var u *ledger.UnsureError
 	if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || errors.As(err, &u) {
 		t.Fatalf("append on a moved review: %v, want ErrWrongExpectedVersion and not unsure", err)
@@ -153,18 +140,11 @@ func TestLandedWaitsForTheBatchBeingWritten(t *testing.T) {
 	commits := &slowBatch{store: store, held: make(chan struct{}), gate: make(chan struct{})}
 	l := ledger.New(store, ledger.Options{Committer: commits})
 	actor := ledger.Actor{Name: "engine"}
-	rv, err := l.Create(context.Background(), submitted(t, "r4"), actor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, err := rv.StartAttempt(t0.Add(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rv, start := createdToStart(t, l, "r4", actor)
 	commits.armed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-commits.held; cancel() }()
-	_, err = l.Append(ctx, rv, actor, start)
+	_, err := l.Append(ctx, rv, actor, start)
 	var u *ledger.UnsureError
 	if !errors.As(err, &u) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("append given up while written: %v, want an UnsureError of the context's end", err)
@@ -191,4 +171,19 @@ func TestLandedWaitsForTheBatchBeingWritten(t *testing.T) {
 	if landed := <-answered; !landed {
 		t.Fatal("Landed = false once the batch was written")
 	}
+}
+
+// createdToStart creates review id and returns it with its first
+// attempt's start, not yet appended.
+func createdToStart(t *testing.T, l *ledger.Ledger, id string, actor ledger.Actor) (*ledger.Snapshot, domain.Event) {
+	t.Helper()
+	rv, err := l.Create(context.Background(), submitted(t, id), actor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := rv.StartAttempt(t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv, start
 }
