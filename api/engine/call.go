@@ -29,9 +29,13 @@ func (e *Engine) call(j *job) {
 	// The attempt's timeout runs from its recorded start, which a call
 	// made late (its start's write learned after a fault) has partly used.
 	left := min(timeout, started.Add(timeout).Sub(e.clock.Now()))
+	if left <= 0 { // nothing left: not called, the attempt ends as a timeout
+		j.answer = answerOf(attempt, provider.Result{Outcome: provider.OutcomeFailure}, errAttemptTimeout, e.clock.Now())
+		return
+	}
 	ctx, cancel := context.WithCancelCause(e.stopping)
 	defer cancel(nil)
-	stopTimer := e.clock.AfterFunc(max(left, 0), func() { cancel(errAttemptTimeout) })
+	stopTimer := e.clock.AfterFunc(left, func() { cancel(errAttemptTimeout) })
 	defer stopTimer()
 	e.mu.Lock()
 	j.cancelCall = cancel
@@ -44,7 +48,7 @@ func (e *Engine) call(j *job) {
 	cctx, span := e.startAttempt(ctx, j, attempt, timeout)
 	res := e.cfg.Provider.Call(cctx, provider.Request{
 		ReviewID: j.id, Attempt: attempt, ContentClass: snap.Class(), ContentType: snap.ContentType(),
-		Content: j.payload.Content, Timeout: max(left, 0),
+		Content: j.payload.Content, Timeout: left,
 	})
 	e.metrics.calls.Dec()
 	e.mu.Lock()

@@ -256,19 +256,13 @@ func (e *Engine) plan(ctx context.Context, j *job, events []domain.Event, now ti
 		return p, nil
 	}
 	for range 8 {
-		st, err := e.next(ctx, j, r, now)
+		st, at, err := e.next(ctx, j, r, now)
 		if err != nil {
 			return plan{}, err
 		}
 		p.step = st
 		if st.Kind == domain.StepWait || st.Kind == domain.StepNone {
 			return p, nil
-		}
-		at := now
-		if st.Kind == domain.StepStart {
-			// next may have waited for a call slot: the attempt starts
-			// now, and its timeout runs from here.
-			at = e.clock.Now()
 		}
 		evs, err := r.EventsFor(st, at)
 		if err != nil {
@@ -291,41 +285,62 @@ func (e *Engine) plan(ctx context.Context, j *job, events []domain.Event, now ti
 // for an attempt about to start, the content, the retry budget (taken now,
 // where it is counted) and a call slot. A stopping engine starts nothing:
 // the review waits, due at once, for the next owner.
-func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Time) (domain.Step, error) {
+func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Time) (domain.Step, time.Time, error) {
 	f := domain.Facts{RetryAllowed: true, Awaiting: j.awaiting, Sweep: j.sweep}
 	st := domain.Next(r, now, f)
 	if st.Kind != domain.StepStart {
-		return st, nil
+		return st, now, nil
 	}
 	if e.stopping.Err() != nil {
-		return domain.Step{Kind: domain.StepWait, Until: now}, nil
+		return domain.Step{Kind: domain.StepWait, Until: now}, now, nil
 	}
 	if err := e.loadPayload(ctx, j, r); err != nil {
-		return domain.Step{}, err
+		return domain.Step{}, now, err
 	}
 	if j.payload == nil {
 		f.PayloadMissing = true
-		return domain.Next(r, now, f), nil
+		return domain.Next(r, now, f), now, nil
 	}
 	if err := e.renewOwn(ctx, j); err != nil {
-		return domain.Step{}, err
+		return domain.Step{}, now, err
 	}
 	if !e.leaseLeft(j, now) {
-		return domain.Step{}, errLeaseShort
+		return domain.Step{}, now, errLeaseShort
 	}
 	if st.Retry && !e.budget.take(now) {
 		e.metrics.retryBudgetExhausted.WithLabelValues(e.cfg.ProviderName).Inc()
 		f.RetryAllowed = false
-		return domain.Next(r, now, f), nil
+		return domain.Next(r, now, f), now, nil
 	}
 	if !st.Retry {
 		e.budget.record(now)
 	}
 	e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
 	if !e.takeSlot(j) {
-		return domain.Step{Kind: domain.StepWait, Until: now}, nil
+		return domain.Step{Kind: domain.StepWait, Until: now}, now, nil
 	}
-	return st, nil
+	return e.afterSlot(j, r, st, f, now)
+}
+
+// afterSlot is the start next decided at now, once j has its call slot:
+// the attempt starts when the slot is taken, so a wait for one is not
+// charged to its timeout. A wait long enough to change the decision (the
+// review's budget spent meanwhile) changes the step, the slot given back;
+// a lease left too short to call is errLeaseShort, as before the wait.
+func (e *Engine) afterSlot(j *job, r *domain.Review, st domain.Step, f domain.Facts, now time.Time) (domain.Step, time.Time, error) {
+	at := e.clock.Now()
+	if !at.After(now) {
+		return st, now, nil
+	}
+	if again := domain.Next(r, at, f); again.Kind != domain.StepStart {
+		e.releaseSlot(j)
+		return again, at, nil
+	}
+	if !e.leaseLeft(j, at) {
+		e.releaseSlot(j)
+		return domain.Step{}, at, errLeaseShort
+	}
+	return st, at, nil
 }
 
 // errLeaseShort: the lease has too little time left to start a call; the

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
@@ -59,5 +61,44 @@ func TestAnAttemptIsNotChargedItsWaitForASlot(t *testing.T) {
 				t.Errorf("%s: an attempt timed out: %v", id, eventTypes(t, led, id))
 			}
 		}
+	}
+}
+
+// A wait for a call slot that outlasts the review's budget ends the
+// review as the budget's end would, not as a fault of the store retried.
+func TestASlotWaitPastTheBudgetEscalates(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := memwork.New(events)
+	led := ledger.New(events, ledger.Options{Committer: store})
+	class := func(budget time.Duration) domain.ClassPolicy {
+		return domain.ClassPolicy{Budget: budget, AttemptTimeout: min(budget, time.Second), MaxAttempts: 3,
+			Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			OnExhaustion: domain.ExhaustToManualReview, Priority: 1}
+	}
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"long": class(30 * time.Second), "short": class(200 * time.Millisecond)}}
+	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{400 * time.Millisecond}, Logger: testLogger(),
+		Lease: time.Minute, PollInterval: 20 * time.Millisecond, Calls: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, e)
+	waitUntil(t, 5*time.Second, e.works.Load)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "slot-long", ContentClass: "long", Content: []byte("l")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return len(e.calls) == 1 }) // the long one holds the slot
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "slot-short", ContentClass: "short", Content: []byte("s")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, "slot-short")
+		return err == nil && rv.State() == domain.StateManualReview
+	})
+	if got := eventTypes(t, led, "slot-short"); len(got) != 2 || got[1] != domain.TypeEscalated+":"+string(domain.ReasonBudgetExhausted) {
+		t.Fatalf("events %v, want Submitted and an escalation for the budget, no attempt", got)
+	}
+	if n := testutil.ToFloat64(e.metrics.storeErrors); n != 0 {
+		t.Fatalf("%v store errors counted, want none", n)
 	}
 }

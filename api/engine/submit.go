@@ -96,12 +96,11 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 		stored, landed := e.landedCreate(ctx, u)
 		if landed {
 			snap, current, err = stored, stored, nil
-			// Worked here only as it was written, and while the lease it
-			// was written with holds (nothing renewed it meanwhile);
-			// otherwise whoever holds the record next works it.
-			if _, last := u.Revisions(); owned && (stored.Version() != last || !e.clock.Now().Before(e.localLease(now))) {
-				e.releaseSlot(j)
-				owned, j = false, nil
+			if owned {
+				if now, owned = e.stillOwned(ctx, u, stored, now); !owned {
+					e.releaseSlot(j)
+					j = nil
+				}
 			}
 		}
 		taken = !landed && stored != nil
@@ -156,6 +155,30 @@ func (e *Engine) landedCreate(ctx context.Context, u *ledger.UnsureError) (*ledg
 		e.log.Info("an unsure submit was stored", "review_id", u.ReviewID)
 	}
 	return snap, landed
+}
+
+// stillOwned says whether a review whose unsure creation was stored
+// (stored) is worked here: only as it was written, and while this process
+// holds its record, the lease it was written with renewed when it ran out
+// meanwhile (nothing renewed it before the review is worked here). It
+// returns when the lease held from was sent. A record this process still
+// holds but does not work is released, due at once for whoever takes it.
+func (e *Engine) stillOwned(ctx context.Context, u *ledger.UnsureError, stored *ledger.Snapshot, sent time.Time) (time.Time, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), landedTimeout)
+	defer cancel()
+	ids := []string{u.ReviewID}
+	if _, last := u.Revisions(); stored.Version() != last {
+		if err := e.store.Release(ctx, e.cfg.Owner, ids, e.clock.Now()); err != nil {
+			e.log.Warn("release the record of a review moved on; its lease will end", "review_id", u.ReviewID, "error", err.Error())
+		}
+		return sent, false
+	}
+	if e.clock.Now().Before(e.localLease(sent)) {
+		return sent, true
+	}
+	renewedAt := e.clock.Now()
+	renewed, _, err := e.store.Renew(ctx, e.cfg.Owner, ids, renewedAt.Add(e.cfg.Lease))
+	return renewedAt, err == nil && len(renewed) == 1
 }
 
 // landedTimeout bounds the read that learns whether an unsure creation was

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -374,4 +375,76 @@ func waitAccepted(t *testing.T, led *ledger.Ledger, id string, limit time.Durati
 		rv, err := led.Load(context.Background(), id)
 		return err == nil && rv.State() == domain.StateAccepted
 	})
+}
+
+// attempts records the attempt number and the time left of every call.
+type attempts struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (p *attempts) Call(_ context.Context, req provider.Request) provider.Result {
+	p.mu.Lock()
+	p.calls = append(p.calls, fmt.Sprintf("attempt %d, %v left", req.Attempt, req.Timeout > 0))
+	p.mu.Unlock()
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+func (p *attempts) made() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprint(p.calls)
+}
+
+// A submit whose unsure write was stored and learned once its lease had
+// run out, the record still this process's, renews the lease and works
+// the review: its first attempt is called, not left to be closed as lost.
+func TestAnUnsureSubmitPastItsLeaseRenewsIt(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(400 * time.Millisecond) }}
+	prov := &attempts{}
+	led := ledger.New(events, ledger.Options{Committer: store})
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	// The poll every 10 s: the engine's own would otherwise claim the
+	// record once its lease ran out and close the attempt as lost.
+	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+		Lease: 200 * time.Millisecond, PollInterval: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, e)
+	waitUntil(t, 5*time.Second, e.works.Load)
+	if _, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-n1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
+		t.Fatalf("Submit = created %v, %v; want created", created, err)
+	}
+	waitAccepted(t, led, "unsure-n1", 5*time.Second)
+	if got := prov.made(); got != "[attempt 1, true left]" {
+		t.Fatalf("calls %s, want attempt 1 alone: %v", got, eventTypes(t, led, "unsure-n1"))
+	}
+}
+
+// An attempt with nothing left of its timeout when its call would be made
+// (its start learned late) is not called: it ends as a timeout, and the
+// next attempt is called with time of its own.
+func TestAnAttemptWithNoTimeLeftIsNotCalled(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(300 * time.Millisecond) }}
+	prov := &attempts{}
+	e, led := unsureEngineTimed(t, events, store, prov, 100*time.Millisecond)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-z1", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAccepted(t, led, "unsure-z1", 5*time.Second)
+	if got := prov.made(); got != "[attempt 2, true left]" {
+		t.Fatalf("calls %s, want attempt 2 alone: %v", got, eventTypes(t, led, "unsure-z1"))
+	}
+	if conflicts, err := led.Conflicts(ctx, "unsure-z1"); err != nil || len(conflicts.Events) != 0 {
+		t.Fatalf("conflicts %v, %v; want none", conflicts, err)
+	}
 }
