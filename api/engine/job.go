@@ -316,22 +316,23 @@ func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Ti
 		e.budget.record(now)
 	}
 	e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
+	if e.tryTakeSlot(j) {
+		return st, now, nil
+	}
 	if !e.takeSlot(j) {
 		return domain.Step{Kind: domain.StepWait, Until: now}, now, nil
 	}
 	return e.afterSlot(j, r, st, f, now)
 }
 
-// afterSlot is the start next decided at now, once j has its call slot:
-// the attempt starts when the slot is taken, so a wait for one is not
-// charged to its timeout. A wait long enough to change the decision (the
-// review's budget spent meanwhile) changes the step, the slot given back;
-// a lease left too short to call is errLeaseShort, as before the wait.
+// afterSlot is the start next decided at now, once j has its call slot
+// after waiting for one: the attempt starts when the slot is taken, so
+// the wait is not charged to its timeout. A wait long enough to change
+// the decision (the review's budget spent meanwhile) changes the step,
+// the slot given back; a lease left too short to call is errLeaseShort,
+// as before the wait.
 func (e *Engine) afterSlot(j *job, r *domain.Review, st domain.Step, f domain.Facts, now time.Time) (domain.Step, time.Time, error) {
 	at := e.clock.Now()
-	if !at.After(now) {
-		return st, now, nil
-	}
 	if again := domain.Next(r, at, f); again.Kind != domain.StepStart {
 		e.releaseSlot(j)
 		return again, at, nil
