@@ -41,13 +41,8 @@ func TestAnAttemptIsNotChargedItsWaitForASlot(t *testing.T) {
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
-	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{300 * time.Millisecond}, Logger: testLogger(),
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{300 * time.Millisecond},
 		Lease: time.Minute, PollInterval: 20 * time.Millisecond, Calls: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, e)
-	waitUntil(t, 5*time.Second, e.works.Load)
 	ids := []string{"slot-1", "slot-2"}
 	for _, id := range ids {
 		if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: id, ContentClass: "c", Content: []byte(id)}); err != nil {
@@ -77,13 +72,8 @@ func TestASlotWaitPastTheBudgetEscalates(t *testing.T) {
 			OnExhaustion: domain.ExhaustToManualReview, Priority: 1}
 	}
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"long": class(30 * time.Second), "short": class(200 * time.Millisecond)}}
-	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{400 * time.Millisecond}, Logger: testLogger(),
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: slowAccept{400 * time.Millisecond},
 		Lease: time.Minute, PollInterval: 20 * time.Millisecond, Calls: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, e)
-	waitUntil(t, 5*time.Second, e.works.Load)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "slot-long", ContentClass: "long", Content: []byte("l")}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,4 +91,18 @@ func TestASlotWaitPastTheBudgetEscalates(t *testing.T) {
 	if n := testutil.ToFloat64(e.metrics.storeErrors); n != 0 {
 		t.Fatalf("%v store errors counted, want none", n)
 	}
+}
+
+// workingEngine is a running engine of cfg (its logger the tests'), once
+// it works reviews.
+func workingEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	cfg.Logger = testLogger()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, e)
+	waitUntil(t, 5*time.Second, e.works.Load)
+	return e
 }

@@ -121,13 +121,8 @@ func unsureEngineTimed(t *testing.T, events eventstore.Store, store *unsureCommi
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
-	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov,
 		Lease: time.Minute, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, e)
-	waitUntil(t, 5*time.Second, e.works.Load)
 	return e, led
 }
 
@@ -346,14 +341,8 @@ func TestAnUnsureSubmitPastItsLeaseIsNotWorkedHere(t *testing.T) {
 	}}}
 	engine := func(owner string, s work.Store) (*Engine, *ledger.Ledger) {
 		led := ledger.New(events, ledger.Options{Committer: s})
-		e, err := New(Config{Policy: policy, Store: s, Ledger: led, Provider: prov, Logger: testLogger(), Owner: owner,
-			Lease: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		running(t, e)
-		waitUntil(t, 5*time.Second, e.works.Load)
-		return e, led
+		return workingEngine(t, Config{Policy: policy, Store: s, Ledger: led, Provider: prov, Owner: owner,
+			Lease: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond}), led
 	}
 	a, led := engine("A", store)
 	engine("B", mem)
@@ -412,13 +401,8 @@ func TestAnUnsureSubmitPastItsLeaseRenewsIt(t *testing.T) {
 	}}}
 	// The poll every 10 s: the engine's own would otherwise claim the
 	// record once its lease ran out and close the attempt as lost.
-	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov,
 		Lease: 200 * time.Millisecond, PollInterval: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	running(t, e)
-	waitUntil(t, 5*time.Second, e.works.Load)
 	if _, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-n1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
 		t.Fatalf("Submit = created %v, %v; want created", created, err)
 	}
