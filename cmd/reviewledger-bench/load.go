@@ -218,6 +218,26 @@ func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Du
 // reviewledgerRound runs one round of reviewledger on a fresh database and
 // server.
 func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func() error, error) {
+	return serviceRound(ctx, cfg, "")
+}
+
+// floorRound runs one round of a floor (floor.go) on a fresh database and
+// server.
+func floorRound(ctx context.Context, cfg Config, mode string) (figures, error) {
+	cfg.Profile = ""
+	f, _, cleanup, err := serviceRound(ctx, cfg, mode)
+	if cleanup != nil {
+		err = errors.Join(err, cleanup())
+	}
+	if err != nil {
+		return figures{}, fmt.Errorf("floor %s: %w", mode, err)
+	}
+	return f, nil
+}
+
+// serviceRound runs one round of reviewledger, or of a floor's server,
+// on a fresh database and server.
+func serviceRound(ctx context.Context, cfg Config, floorMode string) (figures, *server, func() error, error) {
 	dbURL, drop, err := database(ctx, cfg.AdminURL)
 	if err != nil {
 		return figures{}, nil, nil, err
@@ -226,7 +246,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	if err != nil {
 		return figures{}, nil, nil, errors.Join(err, drop())
 	}
-	srv, err := startServer(ctx, cfg, dbURL, provURL)
+	srv, err := startServer(ctx, cfg, floorMode, dbURL, provURL)
 	if err != nil {
 		_ = prov.Close()
 		return figures{}, nil, nil, errors.Join(err, drop())
@@ -254,7 +274,12 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 	} else {
 		profiled <- nil
 	}
-	before, err := srv.commits(rctx)
+	// A floor has no group commit to read.
+	readCommits := srv.commits
+	if floorMode != "" {
+		readCommits = func(context.Context) (commits, error) { return commits{}, nil }
+	}
+	before, err := readCommits(rctx)
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}
@@ -265,7 +290,7 @@ func reviewledgerRound(ctx context.Context, cfg Config) (figures, *server, func(
 		return figures{}, srv, cleanup, err
 	}
 	// Read before waiting for a profile, which goes on past a short round.
-	after, err := srv.commits(rctx)
+	after, err := readCommits(rctx)
 	if err != nil {
 		return figures{}, srv, cleanup, err
 	}

@@ -41,11 +41,15 @@ type Config struct {
 	KeepLogs    bool          // print serve's logs
 	Profile     string        // file to write a CPU profile of the server in round 1 to
 	Observe     string        // how a client learns the decision: observeSubmit or observeGet
+	Floors      bool          // measure the floors (floor.go) in every round
 
 	pg *pgServer // the PostgreSQL server when it runs on this machine (its CPU is measured)
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == floorCommand {
+		os.Exit(floorServe(os.Args[2:]))
+	}
 	var cfg Config
 	flag.StringVar(&cfg.Bin, "bin", "bin/reviewledger", "the reviewledger binary to run (make build)")
 	flag.StringVar(&cfg.AdminURL, "admin-url", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
@@ -60,6 +64,8 @@ func main() {
 	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server's first 5 seconds of the first round to this file (go tool pprof)")
 	flag.StringVar(&cfg.Observe, "observe", observeSubmit,
 		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
+	flag.BoolVar(&cfg.Floors, "floors", true,
+		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only)")
 	var env multiFlag
 	flag.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
 	flag.Parse()
@@ -101,6 +107,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("-timeout: must be positive, got %s", c.Timeout)
 	case c.Observe != observeSubmit && c.Observe != observeGet:
 		return fmt.Errorf("-observe: must be %s or %s, got %q", observeSubmit, observeGet, c.Observe)
+	case c.Floors && c.Observe != observeSubmit:
+		// A floor answers the decision with the submit: it has no
+		// long-poll to measure.
+		return fmt.Errorf("-floors: measured with -observe submit only (add -floors=false to -observe %s)", c.Observe)
 	}
 	if _, err := os.Stat(c.Bin); err != nil {
 		return fmt.Errorf("-bin: %v (build it with make build)", err)

@@ -29,6 +29,9 @@ type report struct {
 
 type round struct {
 	rl, crud figures
+	// The floors (floor.go), when measured: the API and provider call
+	// alone, and the CRUD table behind them.
+	api, table *figures
 }
 
 type latencyRun struct {
@@ -53,7 +56,13 @@ func run(ctx context.Context, cfg Config) (*report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("round %d: %w", i+1, err)
 		}
-		rep.rounds = append(rep.rounds, round{rl: rl, crud: crud})
+		rd := round{rl: rl, crud: crud}
+		if cfg.Floors {
+			if rd.api, rd.table, err = floors(ctx, cfg); err != nil {
+				return rep, fmt.Errorf("round %d: %w", i+1, err)
+			}
+		}
+		rep.rounds = append(rep.rounds, rd)
 	}
 	if cfg.LatencyRun > 0 {
 		lr, err := latency(ctx, cfg, median(rep.rounds, func(r round) float64 { return r.rl.PerSecond })/2)
@@ -63,6 +72,19 @@ func run(ctx context.Context, cfg Config) (*report, error) {
 		rep.latency = lr
 	}
 	return rep, nil
+}
+
+// floors runs a round of each floor.
+func floors(ctx context.Context, cfg Config) (api, table *figures, err error) {
+	a, err := floorRound(ctx, cfg, floorAPI)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := floorRound(ctx, cfg, floorTable)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &a, &t, nil
 }
 
 // latency runs reviews arriving at rate per second on a fresh server.
@@ -77,7 +99,7 @@ func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error)
 		return nil, err
 	}
 	defer prov.Close()
-	srv, err := startServer(ctx, cfg, dbURL, provURL)
+	srv, err := startServer(ctx, cfg, "", dbURL, provURL)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +214,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  %d: %.1f, %.0f%%", i+1, rd.rl.Commits.perBatch(), 100*rd.rl.Commits.busy(rd.rl.Elapsed))
 	}
 	fmt.Fprintln(w)
+	r.printFloors(w)
 	fmt.Fprintf(w, "ratio to CRUD, median of the rounds %.3f (target >= %.1f): %s\n", ratio, targetRatio, ratioVerdict(ratio))
 	peak := highestRSS(r.rounds)
 	fmt.Fprintf(w, "peak RSS, highest of the rounds %.0f MB (target < %d MB): %s\n", float64(peak)/1e6, targetPeakRSS/1_000_000, verdict(peak < targetPeakRSS))
@@ -199,6 +222,36 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "latency run aimed at %.0f reviews/s (half the median peak), %d reviews at %.0f/s: p50 %s, p99 %s (target < %s): %s\n",
 			l.rate, l.reviews, float64(l.reviews)/l.elapsed.Seconds(), ms(l.p50), ms(l.p99), targetP99, verdict(l.p99 < targetP99))
 	}
+}
+
+// printFloors prints the floors by round and their medians, when they
+// were measured.
+func (r *report) printFloors(w io.Writer) {
+	var measured []round
+	for _, rd := range r.rounds {
+		if rd.api != nil && rd.table != nil {
+			measured = append(measured, rd)
+		}
+	}
+	if len(measured) == 0 {
+		return
+	}
+	pg := r.cfg.pg != nil
+	fmt.Fprintln(w, "floors by round, the same submit and provider call served with nothing stored, then with the CRUD table's three statements (reviews/s, ratio to the round's CRUD, CPU/review server+pg+bench):")
+	for i, rd := range r.rounds {
+		if rd.api == nil || rd.table == nil {
+			continue
+		}
+		fmt.Fprintf(w, "  %d: nothing stored %.0f/s %.3f %s; CRUD table %.0f/s %.3f %s\n", i+1,
+			rd.api.PerSecond, rd.api.PerSecond/rd.crud.PerSecond, cpuText(rd.api.CPU, true, pg),
+			rd.table.PerSecond, rd.table.PerSecond/rd.crud.PerSecond, cpuText(rd.table.CPU, true, pg))
+	}
+	ratioOf := func(f func(round) *figures) float64 {
+		return median(measured, func(x round) float64 { return f(x).PerSecond / x.crud.PerSecond })
+	}
+	fmt.Fprintf(w, "floors, medians of the rounds: nothing stored %.3f, CRUD table behind the API %.3f, reviewledger %.3f (ratios to CRUD)\n",
+		ratioOf(func(x round) *figures { return x.api }), ratioOf(func(x round) *figures { return x.table }),
+		median(measured, func(x round) float64 { return x.rl.PerSecond / x.crud.PerSecond }))
 }
 
 // cpuText is a round's CPU per review, "server+pg+bench=total" (the

@@ -136,14 +136,14 @@ const (
 	auditorToken   = "bench-auditor-token-00001"
 )
 
-// startServer runs bin serve on dbURL against providerURL and waits for
-// /healthz.
-func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*server, error) {
+// startServer runs bin serve on dbURL against providerURL (or, with a
+// floor's mode, that floor's server: floor.go) and waits for /healthz.
+func startServer(ctx context.Context, cfg Config, floorMode, dbURL, providerURL string) (*server, error) {
 	dir, err := os.MkdirTemp("", "reviewledger-bench-")
 	if err != nil {
 		return nil, err
 	}
-	s, err := launch(ctx, cfg, dir, dbURL, providerURL)
+	s, err := launch(ctx, cfg, floorMode, dir, dbURL, providerURL)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -151,9 +151,10 @@ func startServer(ctx context.Context, cfg Config, dbURL, providerURL string) (*s
 	return s, nil
 }
 
-// launch starts serve with its files in dir and waits for /healthz; on
-// failure the process is stopped (dir is the caller's to remove).
-func launch(ctx context.Context, cfg Config, dir, dbURL, providerURL string) (*server, error) {
+// launch starts serve (or a floor's server) with its files in dir and
+// waits for /healthz; on failure the process is stopped (dir is the
+// caller's to remove).
+func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL string) (*server, error) {
 	policy := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte(benchPolicy), 0o600); err != nil {
 		return nil, err
@@ -164,6 +165,13 @@ func launch(ctx context.Context, cfg Config, dir, dbURL, providerURL string) (*s
 	}
 	s := &server{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{}), dir: dir, token: submitterToken}
 	s.cmd = exec.Command(cfg.Bin, "serve")
+	if floorMode != "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("the floors run this binary: %w", err)
+		}
+		s.cmd = exec.Command(self, floorCommand, floorMode)
+	}
 	// serve ends with the bench, however the bench ends (Linux).
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	s.cmd.Env = append(cleanEnv(),
@@ -175,7 +183,7 @@ func launch(ctx context.Context, cfg Config, dir, dbURL, providerURL string) (*s
 		"REVIEWLEDGER_CALLBACK_SECRET=whsec_"+"YmVuY2gtY2FsbGJhY2stc2VjcmV0LTMyLWJ5dGVzISE=",
 		"REVIEWLEDGER_TOKENS=submitter:bench:"+submitterToken+",auditor:bench-auditor:"+auditorToken,
 	)
-	if cfg.Profile != "" {
+	if cfg.Profile != "" && floorMode == "" {
 		debug, err := freeAddr()
 		if err != nil {
 			return nil, err
