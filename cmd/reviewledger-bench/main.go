@@ -65,11 +65,14 @@ func main() {
 	flag.StringVar(&cfg.Observe, "observe", observeSubmit,
 		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
 	flag.BoolVar(&cfg.Floors, "floors", true,
-		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only)")
+		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: off by default with -observe get)")
 	var env multiFlag
 	flag.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
 	flag.Parse()
 	cfg.ServeEnv = env
+	if cfg.Observe == observeGet && !setOnCommandLine("floors") {
+		cfg.Floors = false // measured with the submit's own wait only
+	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
 		os.Exit(2)
@@ -110,12 +113,19 @@ func (c Config) validate() error {
 	case c.Floors && c.Observe != observeSubmit:
 		// A floor answers the decision with the submit: it has no
 		// long-poll to measure.
-		return fmt.Errorf("-floors: measured with -observe submit only (add -floors=false to -observe %s)", c.Observe)
+		return fmt.Errorf("-floors: measured with -observe submit only, not with -observe %s (leave -floors out)", c.Observe)
 	}
 	if _, err := os.Stat(c.Bin); err != nil {
 		return fmt.Errorf("-bin: %v (build it with make build)", err)
 	}
 	return nil
+}
+
+// setOnCommandLine reports whether the flag name was given.
+func setOnCommandLine(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(key, def string) string {
