@@ -186,3 +186,6 @@ func (m *cpuMeter) perReview(n int) (cpuShare, error) {
 type cpuShare struct {
 	Server, Postgres, Bench time.Duration
 }
+
+// total is the CPU of every process measured.
+func (c cpuShare) total() time.Duration { return c.Server + c.Postgres + c.Bench }

@@ -127,9 +127,13 @@ func TestFloorServeNamesABadMode(t *testing.T) {
 // The report prints the floors by round and their medians beside
 // reviewledger's ratio.
 func TestReportPrintsTheFloors(t *testing.T) {
+	cpu := func(server, pg, bench time.Duration) cpuShare {
+		return cpuShare{Server: server * time.Microsecond, Postgres: pg * time.Microsecond, Bench: bench * time.Microsecond}
+	}
 	rd := func(rl, api, table float64) round {
-		return round{rl: figures{PerSecond: rl, Elapsed: time.Second}, crud: figures{PerSecond: 1000},
-			api: &figures{PerSecond: api}, table: &figures{PerSecond: table}}
+		return round{rl: figures{PerSecond: rl, Elapsed: time.Second, CPU: cpu(300, 200, 100)},
+			crud: figures{PerSecond: 1000, CPU: cpu(0, 300, 100)},
+			api:  &figures{PerSecond: api, CPU: cpu(100, 0, 100)}, table: &figures{PerSecond: table, CPU: cpu(300, 400, 200)}}
 	}
 	rep := &report{cfg: Config{Reviews: 10, Clients: 1, CRUDClients: 1, Observe: observeSubmit},
 		rounds: []round{rd(600, 2000, 500), rd(700, 2400, 450), rd(650, 2200, 520)}}
@@ -140,6 +144,7 @@ func TestReportPrintsTheFloors(t *testing.T) {
 		"  1: nothing stored 2000/s 2.000 ",
 		"; CRUD table 450/s 0.450 ",
 		"floors, medians of the rounds: nothing stored 2.200, CRUD table behind the API 0.500, reviewledger 0.650",
+		"CPU per review, every process, medians of the rounds: nothing stored 0.20ms, CRUD table behind the API 0.90ms, reviewledger 0.60ms, CRUD 0.40ms",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
