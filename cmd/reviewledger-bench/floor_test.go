@@ -2,15 +2,27 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
+
+// TestMain lets the test binary serve a floor as the bench's binary does:
+// a floor round re-runs the binary it runs in.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == floorCommand {
+		os.Exit(floorServe(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
 
 // floorUnderTest serves a floor of mode on a test server, with the bench's
 // instant provider, or provider when given.
@@ -29,7 +41,7 @@ func floorUnderTest(t *testing.T, mode, dbURL string, provider http.Handler) str
 		t.Cleanup(p.Close)
 		provURL = p.URL
 	}
-	f, err := newFloor(context.Background(), mode, dbURL, provURL, "floor-token-000001", 4)
+	f, err := newFloor(context.Background(), mode, dbURL, provURL, "floor-token-000001", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +87,16 @@ func TestFloorTableStoresTheDecision(t *testing.T) {
 	var state string
 	var attempts int
 	var decided *time.Time
-	if err := pool.QueryRow(context.Background(), `SELECT state, attempts, decided_at FROM floor_review WHERE id = $1`, c.id(1)).
+	if err := pool.QueryRow(context.Background(), `SELECT state, attempts, updated_at FROM review WHERE id = $1`, c.id(1)).
 		Scan(&state, &attempts, &decided); err != nil {
 		t.Fatal(err)
 	}
 	if state != "accepted" || attempts != 1 || decided == nil {
 		t.Errorf("stored %s, %d attempts, decided at %v; want accepted, 1 attempt, a decision time", state, attempts, decided)
+	}
+	// A second submit of the review fails its insert, and says so.
+	if status, body := postFloor(t, base, "floor-token-000001", `{"review_id":"`+c.id(1)+`"}`); status != http.StatusInternalServerError || !strings.Contains(body, "insert") {
+		t.Errorf("a review submitted twice: HTTP %d %s, want 500 naming the insert", status, body)
 	}
 }
 
@@ -113,11 +129,61 @@ func TestFloorRefusesWhatItCannotDecide(t *testing.T) {
 	if status, body := postFloor(t, undecided, "floor-token-000001", `{"review_id":"a"}`); status != http.StatusBadGateway {
 		t.Errorf("a provider with no decision: HTTP %d %s, want 502", status, body)
 	}
+	failing := floorUnderTest(t, floorAPI, "", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	}))
+	if status, body := postFloor(t, failing, "floor-token-000001", `{"review_id":"a"}`); status != http.StatusBadGateway || !strings.Contains(body, "503") {
+		t.Errorf("a provider answering 503: HTTP %d %s, want 502 naming the 503", status, body)
+	}
+}
+
+// The provider is asked as reviewledger's http provider asks it.
+func TestFloorAsksAsReviewledgerDoes(t *testing.T) {
+	type asked struct {
+		body                        map[string]any
+		idempotency, attempt, ctype string
+	}
+	got := make(chan asked, 1)
+	base := floorUnderTest(t, floorAPI, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a asked
+		_ = json.NewDecoder(r.Body).Decode(&a.body)
+		a.idempotency, a.attempt, a.ctype = r.Header.Get("Idempotency-Key"), r.Header.Get("X-Review-Attempt"), r.Header.Get("Content-Type")
+		got <- a
+		_, _ = w.Write([]byte(`{"review_id":"r1","state":"rejected","reasons":["x"]}`))
+	}))
+	status, body := postFloor(t, base, "floor-token-000001", `{"review_id":"r1","content_class":"bench","content_type":"text/plain","content":"hello"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"state":"rejected"`) {
+		t.Fatalf("HTTP %d %s, want 200 with the provider's rejection", status, body)
+	}
+	a := <-got
+	want := map[string]any{"review_id": "r1", "attempt": float64(1), "content_class": "bench", "content_type": "text/plain", "content": "hello"}
+	if !reflect.DeepEqual(a.body, want) || a.idempotency != "r1" || a.attempt != "1" || a.ctype != "application/json" {
+		t.Errorf("asked %+v, want body %v with Idempotency-Key r1, X-Review-Attempt 1, JSON", a, want)
+	}
+}
+
+// A floor round runs the floor as a process of its own, on a database of
+// its own, and measures every review decided; the process ends cleanly
+// on SIGTERM (a non-zero exit would fail the round).
+func TestFloorRoundsRunTheirOwnProcess(t *testing.T) {
+	dbtest.URL(t) // PostgreSQL is there, or the test says why not
+	cfg := Config{AdminURL: envOr("TEST_DATABASE_URL", dbtest.DefaultURL), Reviews: 30, Clients: 3, CRUDClients: 2, Timeout: time.Minute, Observe: observeSubmit}
+	for _, mode := range []string{floorAPI, floorTable} {
+		f, err := floorRound(context.Background(), cfg, mode)
+		if err != nil {
+			t.Fatalf("floor %s: %v", mode, err)
+		}
+		if f.Reviews != 30 || f.PerSecond <= 0 || f.P50 < 0 || f.P99 < f.P50 {
+			t.Errorf("floor %s: %+v, want 30 reviews at a rate, p99 >= p50", mode, f)
+		}
+	}
 }
 
 func TestFloorServeNamesABadMode(t *testing.T) {
-	if got := floorServe([]string{"crud"}); got != 2 {
-		t.Errorf("floorServe(crud) = %d, want 2", got)
+	for _, args := range [][]string{{"crud", "4"}, {floorTable}, {floorTable, "none"}, {floorAPI, "0"}} {
+		if got := floorServe(args); got != 2 {
+			t.Errorf("floorServe(%q) = %d, want 2", args, got)
+		}
 	}
 	if _, err := newFloor(context.Background(), floorAPI, "", "", "t", 1); err == nil || !strings.Contains(err.Error(), "REVIEWLEDGER_PROVIDER_URL") {
 		t.Errorf("no provider URL: %v, want an error naming REVIEWLEDGER_PROVIDER_URL", err)
@@ -158,13 +224,29 @@ func TestReportPrintsTheFloors(t *testing.T) {
 	}
 }
 
+// The floors are measured with the submit's own wait: on by default,
+// off by default with -observe get, and refused there when asked for.
 func TestFloorsNeedTheSubmitsOwnWait(t *testing.T) {
-	cfg := Config{Bin: "floor_test.go", Reviews: 1, Clients: 1, CRUDClients: 1, Rounds: 1, Timeout: time.Second, Observe: observeGet, Floors: true}
-	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "-floors") {
-		t.Errorf("floors with -observe get: %v, want an error naming -floors", err)
-	}
-	cfg.Floors = false
-	if err := cfg.validate(); err != nil {
-		t.Errorf("-observe get without floors: %v", err)
+	bin := []string{"-bin", "floor_test.go"}
+	for _, c := range []struct {
+		args   []string
+		floors bool
+		err    string
+	}{
+		{nil, true, ""},
+		{[]string{"-floors=false"}, false, ""},
+		{[]string{"-observe", "get"}, false, ""},
+		{[]string{"-observe", "get", "-floors"}, false, "-floors"},
+		{[]string{"-observe", "get", "-floors=false"}, false, ""},
+	} {
+		cfg, err := parseFlags(append(bin, c.args...))
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: %v, want an error naming %s", c.args, err, c.err)
+		case c.err == "" && err != nil:
+			t.Errorf("%q: %v", c.args, err)
+		case c.err == "" && cfg.Floors != c.floors:
+			t.Errorf("%q: floors %v, want %v", c.args, cfg.Floors, c.floors)
+		}
 	}
 }

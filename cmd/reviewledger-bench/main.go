@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -38,7 +39,7 @@ type Config struct {
 	LatencyRun  time.Duration // how long the latency run at half the peak rate lasts
 	Timeout     time.Duration // bound of each phase
 	ServeEnv    []string      // extra KEY=VALUE settings for serve
-	KeepLogs    bool          // print serve's logs
+	KeepLogs    bool          // copy the servers' output to stderr
 	Profile     string        // file to write a CPU profile of the server in round 1 to
 	Observe     string        // how a client learns the decision: observeSubmit or observeGet
 	Floors      bool          // measure the floors (floor.go) in every round
@@ -50,34 +51,48 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == floorCommand {
 		os.Exit(floorServe(os.Args[2:]))
 	}
-	var cfg Config
-	flag.StringVar(&cfg.Bin, "bin", "bin/reviewledger", "the reviewledger binary to run (make build)")
-	flag.StringVar(&cfg.AdminURL, "admin-url", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		"PostgreSQL server on which each round creates and drops its database")
-	flag.IntVar(&cfg.Reviews, "reviews", 5000, "reviews per round")
-	flag.IntVar(&cfg.Clients, "clients", 32, "concurrent reviewledger clients")
-	flag.IntVar(&cfg.CRUDClients, "crud-clients", 16, "concurrent clients of the CRUD baseline")
-	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds, each reviewledger then CRUD")
-	flag.DurationVar(&cfg.LatencyRun, "latency-run", 10*time.Second, "length of the latency run at half the peak rate (0: none)")
-	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
-	flag.BoolVar(&cfg.KeepLogs, "logs", false, "print the server's logs")
-	flag.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server's first 5 seconds of the first round to this file (go tool pprof)")
-	flag.StringVar(&cfg.Observe, "observe", observeSubmit,
-		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
-	flag.BoolVar(&cfg.Floors, "floors", true,
-		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: off by default with -observe get)")
-	var env multiFlag
-	flag.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
-	flag.Parse()
-	cfg.ServeEnv = env
-	if cfg.Observe == observeGet && !setOnCommandLine("floors") {
-		cfg.Floors = false // measured with the submit's own wait only
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
 	}
-	if err := cfg.validate(); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
 		os.Exit(2)
 	}
 	os.Exit(runMain(cfg))
+}
+
+// parseFlags reads the command line into a valid Config.
+func parseFlags(args []string) (Config, error) {
+	var cfg Config
+	fs := flag.NewFlagSet("reviewledger-bench", flag.ContinueOnError)
+	fs.StringVar(&cfg.Bin, "bin", "bin/reviewledger", "the reviewledger binary to run (make build)")
+	fs.StringVar(&cfg.AdminURL, "admin-url", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"PostgreSQL server on which each round creates and drops its database")
+	fs.IntVar(&cfg.Reviews, "reviews", 5000, "reviews per round")
+	fs.IntVar(&cfg.Clients, "clients", 32, "concurrent reviewledger clients")
+	fs.IntVar(&cfg.CRUDClients, "crud-clients", 16, "concurrent clients of the CRUD baseline (and connections of the CRUD table floor)")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "rounds, each reviewledger then CRUD")
+	fs.DurationVar(&cfg.LatencyRun, "latency-run", 10*time.Second, "length of the latency run at half the peak rate (0: none)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
+	fs.BoolVar(&cfg.KeepLogs, "logs", false, "copy the servers' logs to stderr as they run")
+	fs.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of the server's first 5 seconds of the first round to this file (go tool pprof)")
+	fs.StringVar(&cfg.Observe, "observe", observeSubmit,
+		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
+	fs.BoolVar(&cfg.Floors, "floors", true,
+		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: off by default with -observe get)")
+	var env multiFlag
+	fs.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	cfg.ServeEnv = env
+	floorsGiven := false
+	fs.Visit(func(f *flag.Flag) { floorsGiven = floorsGiven || f.Name == "floors" })
+	if cfg.Observe == observeGet && !floorsGiven {
+		cfg.Floors = false // measured with the submit's own wait only
+	}
+	return cfg, cfg.validate()
 }
 
 // runMain runs the benchmark and returns the exit status: 1 when it failed.
@@ -119,13 +134,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("-bin: %v (build it with make build)", err)
 	}
 	return nil
-}
-
-// setOnCommandLine reports whether the flag name was given.
-func setOnCommandLine(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 func envOr(key, def string) string {

@@ -56,13 +56,13 @@ func run(ctx context.Context, cfg Config) (*report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("round %d: %w", i+1, err)
 		}
-		rd := round{rl: rl, crud: crud}
-		if cfg.Floors {
+		rep.rounds = append(rep.rounds, round{rl: rl, crud: crud})
+		if cfg.Floors { // a floor that fails leaves the round's other figures printed
+			rd := &rep.rounds[len(rep.rounds)-1]
 			if rd.api, rd.table, err = floors(ctx, cfg); err != nil {
 				return rep, fmt.Errorf("round %d: %w", i+1, err)
 			}
 		}
-		rep.rounds = append(rep.rounds, rd)
 	}
 	if cfg.LatencyRun > 0 {
 		lr, err := latency(ctx, cfg, median(rep.rounds, func(r round) float64 { return r.rl.PerSecond })/2)

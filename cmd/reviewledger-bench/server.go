@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -97,9 +98,10 @@ func instantProvider() (*http.Server, string, error) {
 	return srv, "http://" + l.Addr().String() + "/moderate", nil
 }
 
-// server is a running reviewledger serve.
+// server is a running reviewledger serve, or a floor's server.
 type server struct {
 	URL   string
+	name  string // "serve", or the floor's command and mode
 	cmd   *exec.Cmd
 	logs  *lockedBuffer
 	done  chan struct{}
@@ -164,13 +166,14 @@ func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL 
 		return nil, err
 	}
 	s := &server{URL: "http://" + addr, logs: &lockedBuffer{}, done: make(chan struct{}), dir: dir, token: submitterToken}
-	s.cmd = exec.Command(cfg.Bin, "serve")
+	s.cmd, s.name = exec.Command(cfg.Bin, "serve"), "serve"
 	if floorMode != "" {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("the floors run this binary: %w", err)
 		}
-		s.cmd = exec.Command(self, floorCommand, floorMode)
+		args := floorArgs(floorMode, cfg)
+		s.cmd, s.name = exec.Command(self, args...), strings.Join(args[:2], " ")
 	}
 	// serve ends with the bench, however the bench ends (Linux).
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -192,9 +195,13 @@ func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL 
 		s.cmd.Env = append(s.cmd.Env, "REVIEWLEDGER_DEBUG_ADDR="+debug)
 	}
 	s.cmd.Env = append(s.cmd.Env, cfg.ServeEnv...)
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	var out io.Writer = s.logs
+	if cfg.KeepLogs {
+		out = io.MultiWriter(s.logs, os.Stderr)
+	}
+	s.cmd.Stdout, s.cmd.Stderr = out, out
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("-bin %s: %w", cfg.Bin, err)
+		return nil, fmt.Errorf("%s (%s): %w", s.name, s.cmd.Path, err)
 	}
 	go func() { s.err = s.cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -202,7 +209,7 @@ func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL 
 	for {
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("serve exited: %v\n%s", s.err, s.logs.String())
+			return nil, fmt.Errorf("%s exited: %v\n%s", s.name, s.err, s.logs.String())
 		case <-ctx.Done():
 			_ = s.stop() // the context's end is the error to report
 			return nil, ctx.Err()
@@ -216,7 +223,7 @@ func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL 
 		}
 		if time.Now().After(deadline) {
 			_ = s.stop() // not answering is the error to report
-			return nil, fmt.Errorf("serve did not answer /healthz in 60s\n%s", s.logs.String())
+			return nil, fmt.Errorf("%s did not answer /healthz in 60s\n%s", s.name, s.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -257,11 +264,11 @@ func (s *server) stop() error {
 		case <-time.After(30 * time.Second):
 			_ = s.cmd.Process.Kill()
 			<-s.done
-			return errors.New("serve did not stop within 30s of SIGTERM")
+			return fmt.Errorf("%s did not stop within 30s of SIGTERM", s.name)
 		}
 	}
 	if s.err != nil {
-		return fmt.Errorf("serve: %w", s.err)
+		return fmt.Errorf("%s: %w", s.name, s.err)
 	}
 	return nil
 }
