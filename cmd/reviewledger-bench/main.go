@@ -7,9 +7,12 @@
 // statement). It prints per round and as medians: reviews/s, the ratio to
 // CRUD, the server-side submit → decision p50/p99 (from each review's own
 // timestamps), CPU ms per review and peak RSS of the server; then a latency
-// run at half the measured peak rate with its p99. A figure under its
-// target is marked BELOW TARGET. Every review must end accepted, or the run
-// fails (exit 1).
+// run at half the measured peak rate with its p99. In every round it also
+// measures the floors (floor.go): the same submit and provider call
+// served with nothing stored, and with the CRUD baseline's statements
+// behind them, so that the ratio target can be read against what the API
+// alone costs. A figure under its target is marked BELOW TARGET. Every
+// review must end accepted, or the run fails (exit 1).
 //
 //	go build -o bin/reviewledger ./cmd/reviewledger
 //	go run ./cmd/reviewledger-bench -bin bin/reviewledger
