@@ -209,7 +209,7 @@ func TestReportPrintsTheFloors(t *testing.T) {
 	for _, want := range []string{
 		"  1: nothing stored 2000/s 2.000 ",
 		"; CRUD table 450/s 0.450 ",
-		"floors, medians of the rounds: nothing stored 2.200, CRUD table behind the API 0.500, reviewledger 0.650",
+		"floors, medians of the rounds: nothing stored 2.200, CRUD table behind the API 0.500, reviewledger 0.650 (ratios to CRUD); reviewledger to the CRUD table behind the API 1.250",
 		"CPU per review, every process, medians of the rounds: nothing stored 0.20ms, CRUD table behind the API 0.90ms, reviewledger 0.60ms, CRUD 0.40ms",
 	} {
 		if !strings.Contains(out, want) {
