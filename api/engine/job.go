@@ -33,6 +33,10 @@ type job struct {
 	// parkUntil is set by the step that parks j; its goroutine parks it
 	// on its way out, so that j is never taken up while still worked.
 	parkUntil *time.Time
+	// recheck is the park of a job taken up again before it parked (see
+	// reclaimed): its goroutine first finds out whether this process holds
+	// the record, and parks it as planned when it does not.
+	recheck *time.Time
 
 	// Under Engine.mu:
 	parked     bool
@@ -40,6 +44,10 @@ type job struct {
 	leaseUntil time.Time // working: when this process stops calling for it
 	heldSince  time.Time // working: when this process knew it held the lease (its claim or creation returned)
 	lost       bool      // working: the lease was found held by another, or gone
+	// reclaimed: working, and a claim of this process took the record
+	// meanwhile: its lease had lapsed, or the park the job just committed
+	// was due and taken back before the job parked in memory.
+	reclaimed  bool
 	cancelCall context.CancelCauseFunc
 	onDone     func() // called once the job's goroutine ends
 }
@@ -69,6 +77,9 @@ type unsureStep struct {
 // review.
 func (e *Engine) work(j *job) {
 	defer e.done(j)
+	if j.recheck != nil && !e.heldAgain(j) {
+		return
+	}
 	if j.calling {
 		j.calling = false
 		e.call(j)
@@ -91,6 +102,31 @@ func (e *Engine) work(j *job) {
 			return
 		}
 	}
+}
+
+// heldAgain reports whether this process holds the record of j, whose
+// park was committed and then claimed by this process before j parked in
+// memory; when it does not (the claim came before the park, whose commit
+// then gave the record up), j parks as planned.
+func (e *Engine) heldAgain(j *job) bool {
+	until := *j.recheck
+	j.recheck = nil
+	sent := e.clock.Now()
+	renewed, _, err := e.store.Renew(context.WithoutCancel(e.stopping), e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
+	if err == nil && len(renewed) == 1 {
+		e.mu.Lock()
+		j.leaseUntil, j.heldSince = e.localLease(sent), sent
+		e.mu.Unlock()
+		return true
+	}
+	if err != nil {
+		// The record may be held here: the poll takes it up once its lease
+		// ends.
+		e.metrics.storeErrors.Inc()
+		e.log.Warn("find out whether a review taken up as it parked is held here; parking it", "review_id", j.id, "error", err.Error())
+	}
+	j.parkUntil = &until
+	return false
 }
 
 // pause waits before a step is tried again. A stopping engine still tries

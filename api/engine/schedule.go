@@ -85,8 +85,10 @@ func (e *Engine) takeOne(c work.Claimed, leaseSent time.Time, sweep bool, onDone
 	defer e.mu.Unlock()
 	j := e.jobs[c.ReviewID]
 	if j != nil && !j.parked {
-		// Still worked here: its lease had lapsed and the claim renewed it.
-		j.leaseUntil, j.heldSince, j.lost = e.localLease(leaseSent), e.clock.Now(), false
+		// Still worked here: its lease had lapsed and the claim renewed it,
+		// or the park its step just committed was due and taken back (done
+		// finds out which before it parks the job).
+		j.leaseUntil, j.heldSince, j.lost, j.reclaimed = e.localLease(leaseSent), e.clock.Now(), false, true
 		if onDone != nil {
 			onDone()
 		}
@@ -138,11 +140,20 @@ func (e *Engine) done(j *job) {
 	e.releaseSlot(j)
 	e.mu.Lock()
 	e.active--
-	if j.parkUntil != nil {
+	reclaimed := j.reclaimed
+	j.reclaimed = false
+	switch {
+	case j.parkUntil != nil && reclaimed && e.stopping.Err() == nil:
+		// A claim of this process took the record while j was worked: the
+		// park just committed may have been taken back, and the record be
+		// held here, where a parked job would leave it until its lease
+		// ends. j goes on, and finds out first (heldAgain).
+		j.recheck, j.parkUntil = j.parkUntil, nil
+		e.startLocked(j)
+	case j.parkUntil != nil:
 		e.parkLocked(j, *j.parkUntil)
 		j.parkUntil = nil
-	}
-	if !j.parked && e.jobs[j.id] == j {
+	case e.jobs[j.id] == j:
 		delete(e.jobs, j.id)
 	}
 	e.gaugesLocked()

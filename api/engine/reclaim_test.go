@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work"
+	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
+)
+
+// claimsAfterPark runs claim once, right after the first batch that parks
+// a review is stored and before its writer learns so: the moment between
+// a park's commit and the job parking in memory.
+type claimsAfterPark struct {
+	*memwork.Store
+	claim   func()
+	claimed atomic.Bool
+}
+
+func (c *claimsAfterPark) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+	results, err := c.Store.Commit(ctx, appends, effects)
+	if err != nil {
+		return results, err
+	}
+	for _, ef := range effects {
+		if ch, ok := ef.(work.Change); ok && ch.Op == work.Park && c.claimed.CompareAndSwap(false, true) {
+			c.claim()
+			break
+		}
+	}
+	return results, nil
+}
+
+// heldAtCall fails every review's first attempt (503) and accepts the
+// later ones; it counts the calls made while the engine did not hold the
+// review's record. during, when set, runs inside the first call.
+type heldAtCall struct {
+	store         *memwork.Store
+	owner         func() string
+	during        func(reviewID string)
+	calls, unheld atomic.Int64
+}
+
+func (p *heldAtCall) Call(_ context.Context, req provider.Request) provider.Result {
+	p.calls.Add(1)
+	if rec, ok := p.store.Record(req.ReviewID); !ok || rec.Owner != p.owner() {
+		p.unheld.Add(1)
+	}
+	if req.Attempt == 1 {
+		if p.during != nil {
+			p.during(req.ReviewID)
+		}
+		return provider.Failure(domain.ClassProviderUnavailable, "http 503")
+	}
+	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
+}
+
+// reclaimEngine is an engine whose lease is a minute and whose poll runs
+// once an hour: a review left held by it and worked by none would stay so
+// far beyond the tests' limits.
+func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, committer ledger.Committer, prov provider.Provider) (*Engine, *ledger.Ledger) {
+	t.Helper()
+	led := ledger.New(events, ledger.Options{Committer: committer})
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Lease: time.Minute, PollInterval: time.Hour})
+	return e, led
+}
+
+// A parked record claimed back by the process's own poll in the moment
+// between the park's commit and the job parking in memory is worked at
+// once: not held by this process and worked by none until its lease (a
+// minute here) ends.
+func TestAParkClaimedBeforeItsJobParksIsWorked(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	var e *Engine
+	var claimedByPoll atomic.Int64
+	store := &claimsAfterPark{Store: memwork.New(events)}
+	store.claim = func() {
+		time.Sleep(40 * time.Millisecond) // the backoff (at most 20 ms here) has passed: the record is due
+		sent := e.clock.Now()
+		claimed, err := store.Claim(ctx, work.Query{Owner: e.cfg.Owner, LeaseUntil: sent.Add(e.cfg.Lease), Now: sent, Limit: 10})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		claimedByPoll.Add(int64(len(claimed)))
+		e.take(claimed, sent)
+	}
+	prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
+	e, led := reclaimEngine(t, events, store, store, prov)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-1", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAccepted(t, led, "reclaim-1", 5*time.Second)
+	if claimedByPoll.Load() != 1 {
+		t.Fatalf("the poll in the moment claimed %d records, want the parked one: the test proves nothing", claimedByPoll.Load())
+	}
+	if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
+		t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+}
+
+// slowRenew renews leases 30 ms late: past the backoff of the reviews
+// whose park it is asked about.
+type slowRenew struct{ *memwork.Store }
+
+func (s slowRenew) Renew(ctx context.Context, owner string, reviewIDs []string, until time.Time) ([]string, []string, error) {
+	time.Sleep(30 * time.Millisecond)
+	return s.Store.Renew(ctx, owner, reviewIDs, until)
+}
+
+// A claim that took the record while its job was worked, before the job
+// committed its park (the lease had lapsed and the claim renewed it),
+// leaves the job to park as planned: the park gave the record up, and no
+// call is made for a record this process does not hold.
+func TestAClaimBeforeAParkLeavesTheJobParked(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	store := memwork.New(events)
+	var e *Engine
+	prov := &heldAtCall{store: store, owner: func() string { return e.cfg.Owner }}
+	prov.during = func(id string) {
+		rec, ok := store.Record(id)
+		if !ok {
+			t.Error("no record while the first attempt runs")
+			return
+		}
+		now := e.clock.Now()
+		e.takeOne(work.Claimed{Record: rec}, now, false, nil)
+	}
+	// By the time the job learns it does not hold the record, the record
+	// is due: a job that went on would start the next attempt unheld.
+	e, led := reclaimEngine(t, events, slowRenew{store}, store, prov)
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-2", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAccepted(t, led, "reclaim-2", 5*time.Second)
+	if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
+		t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+}
