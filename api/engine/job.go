@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -46,10 +47,11 @@ type job struct {
 	lost       bool      // working: the lease was found held by another, or gone
 	// reclaimed: working, and a claim of this process took the record
 	// meanwhile: its lease had lapsed, or the park the job just committed
-	// was due and taken back before the job parked in memory.
-	reclaimed  bool
-	cancelCall context.CancelCauseFunc
-	onDone     func() // called once the job's goroutine ends
+	// was taken back before the job parked in memory; reclaimedSweep: the
+	// claim was the deadline sweeper's.
+	reclaimed, reclaimedSweep bool
+	cancelCall                context.CancelCauseFunc
+	onDone                    func() // called once the job's goroutine ends
 }
 
 // answer is what one call came to, kept until it is recorded.
@@ -107,26 +109,49 @@ func (e *Engine) work(j *job) {
 // heldAgain reports whether this process holds the record of j, whose
 // park was committed and then claimed by this process before j parked in
 // memory; when it does not (the claim came before the park, whose commit
-// then gave the record up), j parks as planned.
+// then gave the record up), j parks as planned. A store error is retried
+// until the engine stops; stopping, j parks (the stop releases what the
+// process holds).
 func (e *Engine) heldAgain(j *job) bool {
 	until := *j.recheck
 	j.recheck = nil
+	retry := newBackoff()
+	for {
+		held, err := e.holds(j)
+		if err == nil {
+			if !held {
+				j.parkUntil = &until
+			}
+			return held
+		}
+		e.metrics.storeErrors.Inc()
+		wait := retry.next()
+		e.log.Warn("find out whether a review taken up as it parked is held here; retrying", "review_id", j.id, "error", err.Error(), "retry_in_ms", wait.Milliseconds())
+		if e.clock.Sleep(e.stopping, wait) != nil {
+			j.parkUntil = &until
+			return false
+		}
+	}
+}
+
+// holds renews j's lease and reports whether this process holds its
+// record: renewed, or held but left unextended (being written at the
+// moment), when the claim's lease stands.
+func (e *Engine) holds(j *job) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.stopping), e.cfg.StopTimeout)
+	defer cancel()
 	sent := e.clock.Now()
-	renewed, _, err := e.store.Renew(context.WithoutCancel(e.stopping), e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
-	if err == nil && len(renewed) == 1 {
+	renewed, held, err := e.store.Renew(ctx, e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
+	if err != nil {
+		return false, err
+	}
+	if len(renewed) == 1 {
 		e.mu.Lock()
 		j.leaseUntil, j.heldSince = e.localLease(sent), sent
 		e.mu.Unlock()
-		return true
+		return true, nil
 	}
-	if err != nil {
-		// The record may be held here: the poll takes it up once its lease
-		// ends.
-		e.metrics.storeErrors.Inc()
-		e.log.Warn("find out whether a review taken up as it parked is held here; parking it", "review_id", j.id, "error", err.Error())
-	}
-	j.parkUntil = &until
-	return false
+	return slices.Contains(held, j.id), nil
 }
 
 // pause waits before a step is tried again. A stopping engine still tries

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,37 +81,61 @@ func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, comm
 // A parked record claimed back by the process's own poll in the moment
 // between the park's commit and the job parking in memory is worked at
 // once: not held by this process and worked by none until its lease (a
-// minute here) ends.
+// minute here) ends. So too when the renewal that finds it held leaves
+// it unextended, as a record being written at the moment may be.
 func TestAParkClaimedBeforeItsJobParksIsWorked(t *testing.T) {
-	ctx := context.Background()
-	events := memstore.New()
-	var e *Engine
-	var claimedByPoll atomic.Int64
-	store := &claimsAfterPark{Store: memwork.New(events)}
-	store.claim = func() {
-		time.Sleep(40 * time.Millisecond) // the backoff (at most 20 ms here) has passed: the record is due
-		sent := e.clock.Now()
-		claimed, err := store.Claim(ctx, work.Query{Owner: e.cfg.Owner, LeaseUntil: sent.Add(e.cfg.Lease), Now: sent, Limit: 10})
-		if err != nil {
-			t.Error(err)
-			return
+	for _, unextended := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unextended=%v", unextended), func(t *testing.T) {
+			ctx := context.Background()
+			events := memstore.New()
+			var e *Engine
+			var claimedByPoll atomic.Int64
+			store := &claimsAfterPark{Store: memwork.New(events)}
+			store.claim = func() {
+				time.Sleep(40 * time.Millisecond) // the backoff (at most 20 ms here) has passed: the record is due
+				sent := e.clock.Now()
+				claimed, err := store.Claim(ctx, work.Query{Owner: e.cfg.Owner, LeaseUntil: sent.Add(e.cfg.Lease), Now: sent, Limit: 10})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				claimedByPoll.Add(int64(len(claimed)))
+				e.take(claimed, sent)
+			}
+			var ws work.Store = store
+			if unextended {
+				ws = heldUnextended{store}
+			}
+			prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
+			e, led := reclaimEngine(t, events, ws, store, prov)
+			id := fmt.Sprintf("reclaim-1-%v", unextended)
+			if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: id, ContentClass: "c", Content: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+			waitAccepted(t, led, id, 5*time.Second)
+			if claimedByPoll.Load() != 1 {
+				t.Fatalf("the poll in the moment claimed %d records, want the parked one: the test proves nothing", claimedByPoll.Load())
+			}
+			if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
+				t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
+			}
+			waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+		})
+	}
+}
+
+// heldUnextended answers every renewal with the records held, none
+// extended: each as if being written at the moment.
+type heldUnextended struct{ *claimsAfterPark }
+
+func (s heldUnextended) Renew(ctx context.Context, owner string, reviewIDs []string, _ time.Time) ([]string, []string, error) {
+	var held []string
+	for _, id := range reviewIDs {
+		if rec, ok := s.Record(id); ok && rec.Owner == owner {
+			held = append(held, id)
 		}
-		claimedByPoll.Add(int64(len(claimed)))
-		e.take(claimed, sent)
 	}
-	prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
-	e, led := reclaimEngine(t, events, store, store, prov)
-	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-1", ContentClass: "c", Content: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	waitAccepted(t, led, "reclaim-1", 5*time.Second)
-	if claimedByPoll.Load() != 1 {
-		t.Fatalf("the poll in the moment claimed %d records, want the parked one: the test proves nothing", claimedByPoll.Load())
-	}
-	if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
-		t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
-	}
-	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+	return nil, held, ctx.Err()
 }
 
 // slowRenew renews leases 30 ms late: past the backoff of the reviews

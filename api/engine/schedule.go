@@ -89,6 +89,7 @@ func (e *Engine) takeOne(c work.Claimed, leaseSent time.Time, sweep bool, onDone
 		// or the park its step just committed was due and taken back (done
 		// finds out which before it parks the job).
 		j.leaseUntil, j.heldSince, j.lost, j.reclaimed = e.localLease(leaseSent), e.clock.Now(), false, true
+		j.reclaimedSweep = j.reclaimedSweep || sweep
 		if onDone != nil {
 			onDone()
 		}
@@ -140,25 +141,30 @@ func (e *Engine) done(j *job) {
 	e.releaseSlot(j)
 	e.mu.Lock()
 	e.active--
-	reclaimed := j.reclaimed
-	j.reclaimed = false
+	reclaimed, sweep := j.reclaimed, j.reclaimedSweep
+	j.reclaimed, j.reclaimedSweep = false, false
+	var onDone func()
 	switch {
 	case j.parkUntil != nil && reclaimed && e.stopping.Err() == nil:
 		// A claim of this process took the record while j was worked: the
 		// park just committed may have been taken back, and the record be
 		// held here, where a parked job would leave it until its lease
-		// ends. j goes on, and finds out first (heldAgain).
+		// ends. j goes on, and finds out first (heldAgain); its onDone
+		// waits for the goroutine that goes on.
 		j.recheck, j.parkUntil = j.parkUntil, nil
+		j.sweep = j.sweep || sweep
 		e.startLocked(j)
 	case j.parkUntil != nil:
 		e.parkLocked(j, *j.parkUntil)
 		j.parkUntil = nil
-	case e.jobs[j.id] == j:
-		delete(e.jobs, j.id)
+		onDone, j.onDone = j.onDone, nil
+	default:
+		if e.jobs[j.id] == j {
+			delete(e.jobs, j.id)
+		}
+		onDone, j.onDone = j.onDone, nil
 	}
 	e.gaugesLocked()
-	onDone := j.onDone
-	j.onDone = nil
 	e.mu.Unlock()
 	if onDone != nil {
 		onDone()
