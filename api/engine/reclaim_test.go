@@ -178,3 +178,52 @@ func TestAClaimBeforeAParkLeavesTheJobParked(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
 }
+
+// A park the deadline sweeper claims back before its job parks in memory
+// is swept by the job that goes on: escalated as past its deadline by the
+// sweeper, as a parked review would be, not as an exhausted budget.
+func TestAParkSweptBeforeItsJobParksIsEscalatedByTheSweeper(t *testing.T) {
+	ctx := context.Background()
+	events := memstore.New()
+	var e *Engine
+	var swept atomic.Int64
+	store := &claimsAfterPark{Store: memwork.New(events)}
+	store.claim = func() {
+		time.Sleep(350 * time.Millisecond) // past the review's deadline (a 300 ms budget)
+		n, err := e.Sweep(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		swept.Add(int64(n))
+	}
+	led := ledger.New(events, ledger.Options{Committer: store})
+	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+		Budget: 300 * time.Millisecond, AttemptTimeout: 100 * time.Millisecond, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+	prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
+	e = workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Lease: time.Minute, PollInterval: time.Hour,
+		SweepInterval: time.Hour, SweepGrace: time.Millisecond})
+	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-3", ContentClass: "c", Content: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		rv, err := led.Load(ctx, "reclaim-3")
+		return err == nil && rv.State() == domain.StateManualReview
+	})
+	if swept.Load() != 1 {
+		t.Fatalf("the sweep in the moment took %d records, want the parked one: the test proves nothing", swept.Load())
+	}
+	rv, err := led.Load(ctx, "reclaim-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.EscalationReason() != domain.ReasonDeadlinePassed {
+		t.Errorf("escalated as %s, want %s (by the sweeper)", rv.EscalationReason(), domain.ReasonDeadlinePassed)
+	}
+	if n := prov.calls.Load(); n != 1 {
+		t.Errorf("the provider was called %d times, want once (no attempt past the deadline)", n)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+}
