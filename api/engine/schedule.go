@@ -86,8 +86,9 @@ func (e *Engine) takeOne(c work.Claimed, leaseSent time.Time, sweep bool, onDone
 	j := e.jobs[c.ReviewID]
 	if j != nil && !j.parked {
 		// Still worked here: its lease had lapsed and the claim renewed it,
-		// or the park its step just committed was due and taken back (done
-		// finds out which before it parks the job).
+		// or the park its step just committed was taken back (due, or past
+		// its deadline for the sweeper): done has the job find out which
+		// before it parks.
 		j.leaseUntil, j.heldSince, j.lost, j.reclaimed = e.localLease(leaseSent), e.clock.Now(), false, true
 		j.reclaimedSweep = j.reclaimedSweep || sweep
 		if onDone != nil {
