@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -140,18 +139,8 @@ func (e *Engine) heldAgain(j *job) bool {
 func (e *Engine) holds(j *job) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.stopping), e.cfg.StopTimeout)
 	defer cancel()
-	sent := e.clock.Now()
-	renewed, held, err := e.store.Renew(ctx, e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
-	if err != nil {
-		return false, err
-	}
-	if len(renewed) == 1 {
-		e.mu.Lock()
-		j.leaseUntil, j.heldSince = e.localLease(sent), sent
-		e.mu.Unlock()
-		return true, nil
-	}
-	return slices.Contains(held, j.id), nil
+	_, held, err := e.renewOne(ctx, j)
+	return held, err
 }
 
 // pause waits before a step is tried again. A stopping engine still tries

@@ -63,19 +63,31 @@ func (p *heldAtCall) Call(_ context.Context, req provider.Request) provider.Resu
 	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
 }
 
-// reclaimEngine is an engine whose lease is a minute and whose poll runs
-// once an hour: a review left held by it and worked by none would stay so
-// far beyond the tests' limits.
-func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, committer ledger.Committer, prov provider.Provider) (*Engine, *ledger.Ledger) {
+// reclaimEngine is an engine whose lease is a minute and whose poll and
+// sweeper run once an hour (the tests claim when they choose): a review
+// left held by it and worked by none would stay so far beyond the tests'
+// limits. Class c's reviews have budget; the sweeper takes them once it
+// has passed.
+func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, committer ledger.Committer, prov provider.Provider, budget time.Duration) (*Engine, *ledger.Ledger) {
 	t.Helper()
 	led := ledger.New(events, ledger.Options{Committer: committer})
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+		Budget: budget, AttemptTimeout: min(5*time.Second, budget/3), MaxAttempts: 3,
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
-	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Lease: time.Minute, PollInterval: time.Hour})
+	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Lease: time.Minute, PollInterval: time.Hour,
+		SweepInterval: time.Hour, SweepGrace: time.Millisecond})
 	return e, led
+}
+
+// calledTwiceHeld wants the failing first attempt and its retry, both
+// made while this process held the review's record.
+func calledTwiceHeld(t *testing.T, prov *heldAtCall) {
+	t.Helper()
+	if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
+		t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
+	}
 }
 
 // A parked record claimed back by the process's own poll in the moment
@@ -89,36 +101,29 @@ func TestAParkClaimedBeforeItsJobParksIsWorked(t *testing.T) {
 			ctx := context.Background()
 			events := memstore.New()
 			var e *Engine
-			var claimedByPoll atomic.Int64
+			id := fmt.Sprintf("reclaim-1-%v", unextended)
+			var claimedByPoll atomic.Bool
 			store := &claimsAfterPark{Store: memwork.New(events)}
 			store.claim = func() {
 				time.Sleep(40 * time.Millisecond) // the backoff (at most 20 ms here) has passed: the record is due
-				sent := e.clock.Now()
-				claimed, err := store.Claim(ctx, work.Query{Owner: e.cfg.Owner, LeaseUntil: sent.Add(e.cfg.Lease), Now: sent, Limit: 10})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				claimedByPoll.Add(int64(len(claimed)))
-				e.take(claimed, sent)
+				e.claimDue(ctx, 10)
+				rec, ok := store.Record(id)
+				claimedByPoll.Store(ok && rec.Owner == e.cfg.Owner)
 			}
 			var ws work.Store = store
 			if unextended {
 				ws = heldUnextended{store}
 			}
 			prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
-			e, led := reclaimEngine(t, events, ws, store, prov)
-			id := fmt.Sprintf("reclaim-1-%v", unextended)
+			e, led := reclaimEngine(t, events, ws, store, prov, 30*time.Second)
 			if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: id, ContentClass: "c", Content: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 			waitAccepted(t, led, id, 5*time.Second)
-			if claimedByPoll.Load() != 1 {
-				t.Fatalf("the poll in the moment claimed %d records, want the parked one: the test proves nothing", claimedByPoll.Load())
+			if !claimedByPoll.Load() {
+				t.Fatal("the poll in the moment did not claim the parked record: the test proves nothing")
 			}
-			if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
-				t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
-			}
+			calledTwiceHeld(t, prov)
 			waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
 		})
 	}
@@ -168,14 +173,12 @@ func TestAClaimBeforeAParkLeavesTheJobParked(t *testing.T) {
 	}
 	// By the time the job learns it does not hold the record, the record
 	// is due: a job that went on would start the next attempt unheld.
-	e, led := reclaimEngine(t, events, slowRenew{store}, store, prov)
+	e, led := reclaimEngine(t, events, slowRenew{store}, store, prov, 30*time.Second)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-2", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	waitAccepted(t, led, "reclaim-2", 5*time.Second)
-	if n, unheld := prov.calls.Load(), prov.unheld.Load(); n != 2 || unheld != 0 {
-		t.Errorf("the provider was called %d times, %d of them for a record not held; want 2 (the failure, then the retry), none unheld", n, unheld)
-	}
+	calledTwiceHeld(t, prov)
 	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
 }
 
@@ -196,15 +199,8 @@ func TestAParkSweptBeforeItsJobParksIsEscalatedByTheSweeper(t *testing.T) {
 		}
 		swept.Add(int64(n))
 	}
-	led := ledger.New(events, ledger.Options{Committer: store})
-	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-		Budget: 300 * time.Millisecond, AttemptTimeout: 100 * time.Millisecond, MaxAttempts: 3,
-		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
-		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
-	}}}
 	prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
-	e = workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Lease: time.Minute, PollInterval: time.Hour,
-		SweepInterval: time.Hour, SweepGrace: time.Millisecond})
+	e, led := reclaimEngine(t, events, store, store, prov, 300*time.Millisecond)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-3", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -445,19 +446,32 @@ func (e *Engine) renewOwn(ctx context.Context, j *job) error {
 	if !e.renewFailing.Load() {
 		return nil
 	}
-	sent := e.clock.Now()
-	renewed, _, err := e.store.Renew(ctx, e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
+	renewed, _, err := e.renewOne(ctx, j)
 	if err != nil {
 		return fmt.Errorf("renew the lease before a call: %w", err)
 	}
 	e.renewFailing.Store(false)
-	if len(renewed) == 0 {
+	if !renewed {
 		return errLeaseShort
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	j.leaseUntil = e.localLease(sent)
 	return nil
+}
+
+// renewOne renews the lease of j alone, and reports whether it was
+// extended (j's lease with it) and whether this process still holds the
+// record (extended, or being written at the moment: left unextended).
+func (e *Engine) renewOne(ctx context.Context, j *job) (renewed, held bool, err error) {
+	sent := e.clock.Now()
+	ext, kept, err := e.store.Renew(ctx, e.cfg.Owner, []string{j.id}, sent.Add(e.cfg.Lease))
+	if err != nil {
+		return false, false, err
+	}
+	if len(ext) == 1 {
+		e.mu.Lock()
+		j.leaseUntil = e.localLease(sent)
+		e.mu.Unlock()
+	}
+	return len(ext) == 1, len(ext) == 1 || slices.Contains(kept, j.id), nil
 }
 
 // stopLapsedCalls stops the calls of reviews whose lease this process

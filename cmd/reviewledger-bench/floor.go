@@ -117,8 +117,6 @@ func (nothingStored) close() {}
 // back by RETURNING.
 type crudTable struct{ pool *pgxpool.Pool }
 
-const crudSchema = `CREATE TABLE IF NOT EXISTS review (id text PRIMARY KEY, state text NOT NULL, attempts int NOT NULL, updated_at timestamptz NOT NULL)`
-
 func (t crudTable) submitted(ctx context.Context, id string) (time.Time, error) {
 	var at time.Time
 	if err := t.pool.QueryRow(ctx, `INSERT INTO review (id, state, attempts, updated_at) VALUES ($1, 'pending', 0, now()) RETURNING updated_at`,
@@ -156,10 +154,8 @@ func newFloor(ctx context.Context, mode, dbURL, providerURL, token string, conns
 	if providerURL == "" {
 		return nil, errors.New("REVIEWLEDGER_PROVIDER_URL is not set")
 	}
-	f := &floor{store: nothingStored{}, token: token, provider: providerURL, client: &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
-	}}
+	f := &floor{store: nothingStored{}, token: token, provider: providerURL,
+		client: &http.Client{Timeout: 10 * time.Second, Transport: loopbackTransport(256)}}
 	if mode != floorTable {
 		return f, nil
 	}

@@ -57,14 +57,22 @@ const (
 
 func newClient(base, token string, conns int, observe string) *client {
 	return &client{
-		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
-			Proxy: nil, MaxIdleConns: 2 * conns, MaxIdleConnsPerHost: 2 * conns, IdleConnTimeout: time.Minute,
-		}},
+		http: &http.Client{Timeout: 60 * time.Second, Transport: loopbackTransport(2 * conns)},
 		base: base, token: token, runID: randomHex(4), observe: observe,
 	}
 }
 
 func (c *client) id(i int) string { return "bench-" + c.runID + "-" + strconv.Itoa(i) }
+
+// loopbackTransport keeps up to conns connections open to one host on
+// loopback, rather than dialling anew for each request.
+func loopbackTransport(conns int) *http.Transport {
+	return &http.Transport{Proxy: nil, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
+}
+
+// crudSchema is the CRUD baseline's table, which the CRUD table floor
+// (floor.go) uses too.
+const crudSchema = `CREATE TABLE IF NOT EXISTS review (id text PRIMARY KEY, state text NOT NULL, attempts int NOT NULL, updated_at timestamptz NOT NULL)`
 
 // review submits review i, waits for its decision and returns the view:
 // the submit's own answer when it waits, then a long-poll
@@ -330,7 +338,7 @@ func crudRound(ctx context.Context, cfg Config) (figures, error) {
 		return figures{}, err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE review (id text PRIMARY KEY, state text NOT NULL, attempts int NOT NULL, updated_at timestamptz NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, crudSchema); err != nil {
 		return figures{}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
