@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -228,6 +229,9 @@ func TestReportPrintsTheFloors(t *testing.T) {
 // off by default with -observe get, and refused there when asked for.
 func TestFloorsNeedTheSubmitsOwnWait(t *testing.T) {
 	bin := []string{"-bin", "floor_test.go"}
+	if _, err := parseFlags(append(bin, "-floors=maybe")); !errors.Is(err, errFlags) {
+		t.Errorf("a malformed flag: %v, want errFlags (the flag package reports it)", err)
+	}
 	for _, c := range []struct {
 		args   []string
 		floors bool

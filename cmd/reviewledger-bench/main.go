@@ -58,12 +58,18 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
+	if errors.Is(err, errFlags) {
+		os.Exit(2) // the flag package has said what is wrong, with the usage
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reviewledger-bench:", err)
 		os.Exit(2)
 	}
 	os.Exit(runMain(cfg))
 }
+
+// errFlags marks a command line the flag package refused (and reported).
+var errFlags = errors.New("command line")
 
 // parseFlags reads the command line into a valid Config.
 func parseFlags(args []string) (Config, error) {
@@ -75,7 +81,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&cfg.Reviews, "reviews", 5000, "reviews per round")
 	fs.IntVar(&cfg.Clients, "clients", 32, "concurrent reviewledger clients")
 	fs.IntVar(&cfg.CRUDClients, "crud-clients", 16, "concurrent clients of the CRUD baseline (and connections of the CRUD table floor)")
-	fs.IntVar(&cfg.Rounds, "rounds", 3, "rounds, each reviewledger then CRUD")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "rounds, each reviewledger, then CRUD, then the floors")
 	fs.DurationVar(&cfg.LatencyRun, "latency-run", 10*time.Second, "length of the latency run at half the peak rate (0: none)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "bound of each phase")
 	fs.BoolVar(&cfg.KeepLogs, "logs", false, "copy the servers' logs to stderr as they run")
@@ -83,11 +89,14 @@ func parseFlags(args []string) (Config, error) {
 	fs.StringVar(&cfg.Observe, "observe", observeSubmit,
 		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
 	fs.BoolVar(&cfg.Floors, "floors", true,
-		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: off by default with -observe get)")
+		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: left out with -observe get, which refuses -floors)")
 	var env multiFlag
 	fs.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w: %w", errFlags, err)
 	}
 	cfg.ServeEnv = env
 	floorsGiven := false
