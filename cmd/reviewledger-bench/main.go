@@ -11,7 +11,9 @@
 // measures the floors (floor.go): the same submit and provider call
 // served with nothing stored, and with the CRUD baseline's statements
 // behind them, so that the ratio target can be read against what the API
-// alone costs. A figure under its target is marked BELOW TARGET. Every
+// alone costs. Last, pairs of rounds on a private primary with a streaming
+// standby, asynchronous then synchronous, give the synchronous standby's
+// cost as a ratio (standby.go). A figure under its target is marked BELOW TARGET. Every
 // review must end accepted, or the run fails (exit 1).
 //
 //	go build -o bin/reviewledger ./cmd/reviewledger
@@ -46,6 +48,7 @@ type Config struct {
 	Profile     string        // file to write a CPU profile of the server in round 1 to
 	Observe     string        // how a client learns the decision: observeSubmit or observeGet
 	Floors      bool          // measure the floors (floor.go) in every round
+	Standby     bool          // measure the synchronous standby's cost (standby.go)
 
 	pg *pgServer // the PostgreSQL server when it runs on this machine (its CPU is measured)
 }
@@ -90,6 +93,8 @@ func parseFlags(args []string) (Config, error) {
 		"how each client learns its decision: submit (the submit waits for it, POST /v1/reviews?wait=30s) or get (a long-poll after the submit, GET /v1/reviews/{id}?wait=30s)")
 	fs.BoolVar(&cfg.Floors, "floors", true,
 		"measure in every round the floors: the same submit and provider call served with nothing stored, and with the CRUD table's three statements (with -observe submit only: left out with -observe get, which refuses -floors)")
+	fs.BoolVar(&cfg.Standby, "standby", true,
+		"after the rounds, measure on a private primary with a streaming standby (started here) the rounds with the standby asynchronous and synchronous, as many pairs as -rounds, and print their ratio")
 	var env multiFlag
 	fs.Var(&env, "serve-env", "KEY=VALUE setting for serve (repeatable), e.g. REVIEWLEDGER_COMMIT_WINDOW=1ms")
 	if err := fs.Parse(args); err != nil {

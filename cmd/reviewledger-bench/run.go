@@ -25,6 +25,7 @@ type report struct {
 	cfg     Config
 	rounds  []round
 	latency *latencyRun
+	standby *standbyRun
 }
 
 type round struct {
@@ -70,6 +71,13 @@ func run(ctx context.Context, cfg Config) (*report, error) {
 			return rep, fmt.Errorf("latency run: %w", err)
 		}
 		rep.latency = lr
+	}
+	if cfg.Standby {
+		sr, err := standbyRounds(ctx, cfg, cfg.Rounds)
+		rep.standby = sr
+		if err != nil {
+			return rep, err
+		}
 	}
 	return rep, nil
 }
@@ -222,6 +230,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "latency run aimed at %.0f reviews/s (half the median peak), %d reviews at %.0f/s: p50 %s, p99 %s (target < %s): %s\n",
 			l.rate, l.reviews, float64(l.reviews)/l.elapsed.Seconds(), ms(l.p50), ms(l.p99), targetP99, verdict(l.p99 < targetP99))
 	}
+	r.standby.print(w)
 }
 
 // printFloors prints the floors by round and their medians, when they
