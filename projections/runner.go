@@ -262,7 +262,7 @@ func (r *Runner) prepare(ctx context.Context, p projection) (eventstore.Position
 			return eventstore.Position{}, fmt.Errorf("projection %s: stored version %d, this code has %d: %w", p.name(), cp.version, p.version(), errNewerVersion)
 		case cp.version < p.version():
 			r.cfg.Logger.Info("projection version changed; rebuilding", "projection", p.name(), "from", cp.version, "to", p.version())
-			if _, err := r.rebuild(ctx, p); err != nil {
+			if _, err := r.Rebuild(ctx, p.name()); err != nil {
 				return eventstore.Position{}, err
 			}
 			continue
