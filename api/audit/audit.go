@@ -12,6 +12,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -82,7 +83,15 @@ type Verifier struct {
 	// a witness no database write can forge.
 	PublicKeys  []ed25519.PublicKey
 	Checkpoints CheckpointReader
-	Now         func() time.Time // default time.Now
+	// Archive, when set with PublicKeys, is a copy of the signed
+	// checkpoints kept outside the database (the witness directory): its
+	// checkpoints are checked as the stored ones are, every one must be
+	// in the database as archived, and every head they signed must be in
+	// the ledger as signed. A database restored to an earlier point, a
+	// review removed with its checkpoints, and a truncated stream are
+	// named by it.
+	Archive ArchiveReader
+	Now     func() time.Time // default time.Now
 }
 
 // CheckpointReader reads the stored signed checkpoints (PGCheckpoints).
@@ -121,6 +130,10 @@ type Report struct {
 	Latest      *Checkpoint
 	Broken      []string
 	Unsigned    int
+	// With an Archive: how many of its checkpoints verified, and the seqs
+	// of those the database does not hold (Broken names each).
+	Archived int
+	Lost     []int64
 }
 
 // Err is nil when nothing is damaged, and otherwise names every damaged
@@ -244,57 +257,141 @@ func (v *Verifier) signedMarks(ctx context.Context, reviewID string, rep *Report
 	}
 	if len(stored) == 0 {
 		rep.Broken = append(rep.Broken, "no signed checkpoint is stored: nothing to check the ledger against (none signed yet, or all removed)")
-		return nil, nil
+		if v.Archive == nil {
+			return nil, nil
+		}
 	}
 	broken := func(format string, args ...any) {
 		rep.Broken = append(rep.Broken, fmt.Sprintf(format, args...))
 	}
 	out := make(map[string][]witnessMark)
+	verified := make(map[int64][]byte) // the bodies of those that verified, by seq
+	for _, c := range verifyChain(stored, keys, "", broken) {
+		rep.Checkpoints++
+		latest := c.Checkpoint
+		rep.Latest = &latest
+		verified[c.Seq] = c.body
+		witness := fmt.Sprintf("signed checkpoint #%d", c.Seq)
+		for _, h := range c.Heads {
+			if reviewID == "" || h.ReviewID == reviewID {
+				out[h.ReviewID] = append(out[h.ReviewID], witnessMark{witness: witness, signed: true,
+					Mark: Mark{Revision: h.Revision, Hash: h.Hash, Digest: h.Digest}})
+			}
+		}
+	}
+	if v.Archive != nil {
+		if err := v.archivedMarks(ctx, reviewID, keys, stored, verified, rep, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// archivedMarks checks the archive's checkpoints like the stored ones,
+// and that the database holds each as archived, recording in rep what
+// does not hold. The heads of those the database does not hold verified
+// (missing, different, or broken there) are added to out, the newest per
+// review, so that the ledger is checked against them: the heads of the
+// others are the database's own marks already.
+func (v *Verifier) archivedMarks(ctx context.Context, reviewID string, keys map[string]ed25519.PublicKey,
+	stored []Stored, verified map[int64][]byte, rep *Report, out map[string][]witnessMark) error {
+	name := v.Archive.Name()
+	archived, err := v.Archive.All(ctx)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	broken := func(format string, args ...any) {
+		rep.Broken = append(rep.Broken, fmt.Sprintf(format, args...))
+	}
+	if len(archived) == 0 {
+		broken("the %s holds no signed checkpoint: nothing to check the database against", name)
+		return nil
+	}
+	inDB := make(map[int64][]byte, len(stored))
+	for _, st := range stored {
+		inDB[st.Seq] = st.Body
+	}
+	newest := make(map[string]witnessMark)
+	for _, c := range verifyChain(archived, keys, " in the "+name, broken) {
+		rep.Archived++
+		if body, ok := verified[c.Seq]; ok && bytes.Equal(body, c.body) {
+			continue
+		}
+		var heads []Head
+		for _, h := range c.Heads {
+			if reviewID == "" || h.ReviewID == reviewID {
+				heads = append(heads, h)
+			}
+		}
+		if reviewID != "" && len(heads) == 0 {
+			continue
+		}
+		switch body, ok := inDB[c.Seq]; {
+		case !ok:
+			rep.Lost = append(rep.Lost, c.Seq)
+			broken("checkpoint #%d: in the %s but not in the database (restored to an earlier point, or removed); it signed %d reviews", c.Seq, name, len(c.Heads))
+		case !bytes.Equal(body, c.body):
+			broken("checkpoint #%d: the database holds another checkpoint under this seq than the %s (signed again after a restore, or replaced)", c.Seq, name)
+		}
+		witness := fmt.Sprintf("signed checkpoint #%d in the %s", c.Seq, name)
+		for _, h := range heads {
+			newest[h.ReviewID] = witnessMark{witness: witness, signed: true, Mark: Mark{Revision: h.Revision, Hash: h.Hash, Digest: h.Digest}}
+		}
+	}
+	for id, m := range newest {
+		out[id] = append(out[id], m)
+	}
+	return nil
+}
+
+// verifiedCheckpoint is a checkpoint whose signature and chain verified.
+type verifiedCheckpoint struct {
+	Checkpoint
+	body []byte
+}
+
+// verifyChain checks stored checkpoints' signatures with keys and their
+// chain from #1, calling broken for each that does not hold (where, when
+// set, follows the seq in its line: " in the witness …"), and returns
+// those that verify.
+func verifyChain(stored []Stored, keys map[string]ed25519.PublicKey, where string, broken func(string, ...any)) []verifiedCheckpoint {
 	var (
+		out      []verifiedCheckpoint
 		expect   int64  = 1
 		prevBody []byte // the body of the checkpoint before, when it verified
 	)
 	for _, st := range stored {
 		if st.Seq > expect {
-			broken("checkpoint #%d: checkpoints #%d to #%d are missing (removed)", st.Seq, expect, st.Seq-1)
+			broken("checkpoint #%d%s: checkpoints #%d to #%d are missing (removed)", st.Seq, where, expect, st.Seq-1)
 			prevBody = nil
 		}
 		expect = st.Seq + 1
 		c, err := ParseCheckpoint(st.Body)
 		if err != nil {
-			broken("checkpoint #%d: cannot be read (altered): %v", st.Seq, err)
+			broken("checkpoint #%d%s: cannot be read (altered): %v", st.Seq, where, err)
 			prevBody = nil
 			continue
 		}
 		key, ok := keys[c.KeyID]
 		switch {
 		case c.Seq != st.Seq:
-			broken("checkpoint #%d: its signed body says #%d (altered)", st.Seq, c.Seq)
+			broken("checkpoint #%d%s: its signed body says #%d (altered)", st.Seq, where, c.Seq)
 		case !ok:
-			broken("checkpoint #%d: signed with key %s, which is not among the public keys given", st.Seq, c.KeyID)
+			broken("checkpoint #%d%s: signed with key %s, which is not among the public keys given", st.Seq, where, c.KeyID)
 		case !ed25519.Verify(key, st.Body, st.Signature):
-			broken("checkpoint #%d: the signature does not verify (altered)", st.Seq)
+			broken("checkpoint #%d%s: the signature does not verify (altered)", st.Seq, where)
 		case c.Seq == 1 && c.Prev != "":
-			broken("checkpoint #1: names a checkpoint before it (the first ones were removed)")
+			broken("checkpoint #1%s: names a checkpoint before it (the first ones were removed)", where)
 		case prevBody != nil && c.Prev != Digest(prevBody):
-			broken("checkpoint #%d: the checkpoint stored before it is not the one it signed (#%d altered or replaced)", st.Seq, st.Seq-1)
+			broken("checkpoint #%d%s: the checkpoint stored before it is not the one it signed (#%d altered or replaced)", st.Seq, where, st.Seq-1)
 		default:
-			rep.Checkpoints++
-			latest := c
-			rep.Latest = &latest
-			witness := fmt.Sprintf("signed checkpoint #%d", c.Seq)
-			for _, h := range c.Heads {
-				if reviewID == "" || h.ReviewID == reviewID {
-					out[h.ReviewID] = append(out[h.ReviewID], witnessMark{witness: witness, signed: true,
-						Mark: Mark{Revision: h.Revision, Hash: h.Hash, Digest: h.Digest}})
-				}
-			}
+			out = append(out, verifiedCheckpoint{Checkpoint: c, body: st.Body})
 			prevBody = st.Body
 			continue
 		}
 		prevBody = nil
 	}
-	return out, nil
+	return out
 }
 
 // witnessMark is a mark and the witness it came from.

@@ -122,3 +122,13 @@ func (p PGCheckpoints) lock(ctx context.Context) (unlock func(), err error) {
 		conn.Release()
 	}, nil
 }
+
+// from returns up to limit stored checkpoints from seq on, in seq order.
+func (p PGCheckpoints) from(ctx context.Context, seq int64, limit int) ([]Stored, error) {
+	rows, _ := p.Pool.Query(ctx, `SELECT seq, body, signature FROM audit_checkpoint WHERE seq >= $1 ORDER BY seq LIMIT $2`, seq, limit)
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Stored])
+	if err != nil {
+		return nil, dbErr(ctx, "read audit checkpoints", err)
+	}
+	return out, nil
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
@@ -21,6 +23,14 @@ type SignerConfig struct {
 	Store       eventstore.Store // the ledger's global order, read for reviews that grew
 	Histories   Histories        // *ledger.Ledger
 	Checkpoints PGCheckpoints
+	// Archive, when set, receives every checkpoint after it is stored in
+	// the database; each round also puts there whatever stored
+	// checkpoints it lacks (an earlier put failed, or the archive is
+	// new). An archive that fails is logged and counted, never lost: the
+	// checkpoints stay in the database until a later round archives them.
+	Archive CheckpointArchive
+	// Registerer, when set, gets the archive's metrics.
+	Registerer prometheus.Registerer
 	// Interval is how often Run signs; default 1 minute.
 	Interval time.Duration
 	// MaxHeads bounds the reviews one checkpoint signs; the next signs the
@@ -49,9 +59,10 @@ func (c *SignerConfig) setDefaults() {
 // (Checkpoint). Several signers on one database take turns under an
 // advisory lock, so checkpoints stay one chain.
 type Signer struct {
-	cfg   SignerConfig
-	pub   ed25519.PublicKey
-	keyID string
+	cfg      SignerConfig
+	pub      ed25519.PublicKey
+	keyID    string
+	archiver *archiver // nil without an Archive
 }
 
 // NewSigner returns a signer.
@@ -61,7 +72,15 @@ func NewSigner(cfg SignerConfig) (*Signer, error) {
 		return nil, errors.New("audit signer: Key, Store, Histories and Checkpoints are required")
 	}
 	pub, _ := cfg.Key.Public().(ed25519.PublicKey)
-	return &Signer{cfg: cfg, pub: pub, keyID: KeyID(pub)}, nil
+	s := &Signer{cfg: cfg, pub: pub, keyID: KeyID(pub)}
+	if cfg.Archive != nil {
+		a, err := newArchiver(cfg.Archive, cfg.Checkpoints, cfg.Registerer, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.archiver = a
+	}
+	return s, nil
 }
 
 // KeyID is the ID of the signing key.
@@ -97,8 +116,19 @@ func (s *Signer) Run(ctx context.Context) error {
 }
 
 // Checkpoint signs the heads of the reviews whose streams grew since the
-// latest checkpoint, chained onto it, and stores the new checkpoint.
+// latest checkpoint, chained onto it, and stores the new checkpoint; with
+// an Archive, it then archives every stored checkpoint the archive lacks
+// (a failure there is logged and counted, and does not fail the round).
 func (s *Signer) Checkpoint(ctx context.Context) (Signed, error) {
+	res, err := s.sign(ctx)
+	if err == nil && s.archiver != nil {
+		s.archiver.catchUp(ctx)
+	}
+	return res, err
+}
+
+// sign is Checkpoint without the archive.
+func (s *Signer) sign(ctx context.Context) (Signed, error) {
 	unlock, err := s.cfg.Checkpoints.lock(ctx)
 	if err != nil {
 		return Signed{}, err
