@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/audit"
@@ -26,6 +29,7 @@ type AuditVerifyCmd struct {
 	Review     string      `name:"review" help:"Verify only this review."`
 	NoAnchor   bool        `name:"no-anchor" help:"Check the audit anchors but do not advance them."`
 	PublicKeys []string    `name:"public-key" type:"existingfile" help:"Check the signed checkpoints with this public key file (PEM, PKIX Ed25519); repeat for every key that ever signed."`
+	Witness    string      `name:"witness" type:"existingdir" help:"A copy of serve's witness directory (REVIEWLEDGER_AUDIT_WITNESS_DIR): check its checkpoints with --public-key, and that the database still holds every checkpoint and review head they signed (a restore to an earlier point, a removed review, a truncated stream)."`
 
 	keys []ed25519.PublicKey
 }
@@ -39,6 +43,9 @@ func (c *AuditVerifyCmd) Validate() error {
 			return fmt.Errorf("--public-key: %w", err)
 		}
 		c.keys = append(c.keys, k)
+	}
+	if c.Witness != "" && len(c.keys) == 0 {
+		return errors.New("--witness: needs --public-key (the witness's checkpoints are checked with it)")
 	}
 	return nil
 }
@@ -80,6 +87,9 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 		}
 		fmt.Fprintf(out, "signed checkpoints: %d verified, %d broken; latest %s; %d events not yet signed\n",
 			rep.Checkpoints, len(rep.Broken), latest, rep.Unsigned)
+	}
+	if c.Witness != "" {
+		fmt.Fprintf(out, "witness %s: %d checkpoints verified, %d not in the database%s\n", c.Witness, rep.Archived, len(rep.Lost), seqList(rep.Lost))
 	}
 	if n > 0 || len(rep.Broken) > 0 {
 		// Each damage is on its own line above; the error stays one line.
@@ -123,7 +133,22 @@ func (c *AuditVerifyCmd) verifier(ctx context.Context, db *ledgerDB, log *slog.L
 	if !c.NoAnchor {
 		v.Anchors = anchors
 	}
+	if c.Witness != "" {
+		v.Archive = audit.DirArchive{Dir: c.Witness}
+	}
 	return v, closeRead, nil
+}
+
+// seqList is " (#2, #3)" for seqs 2 and 3, "" for none.
+func seqList(seqs []int64) string {
+	if len(seqs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = "#" + strconv.FormatInt(s, 10)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // AuditKeygenCmd writes a new audit key pair.

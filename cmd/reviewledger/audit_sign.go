@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/audit"
@@ -21,8 +23,9 @@ import (
 // /v1/audit/checkpoints); auditors check them with `audit verify
 // --public-key`. docs/operations.md ("Audit") describes the key files.
 type AuditSigningConfig struct {
-	KeyFile  string        `name:"audit-signing-key" env:"REVIEWLEDGER_AUDIT_SIGNING_KEY" help:"Ed25519 signing key file (PEM, PKCS #8; reviewledger audit keygen writes one): serve signs audit checkpoints with it. None are signed when unset."`
-	Interval time.Duration `name:"audit-checkpoint-interval" env:"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL" default:"1m" help:"How often serve signs an audit checkpoint of the reviews that grew."`
+	KeyFile    string        `name:"audit-signing-key" env:"REVIEWLEDGER_AUDIT_SIGNING_KEY" help:"Ed25519 signing key file (PEM, PKCS #8; reviewledger audit keygen writes one): serve signs audit checkpoints with it. None are signed when unset."`
+	Interval   time.Duration `name:"audit-checkpoint-interval" env:"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL" default:"1m" help:"How often serve signs an audit checkpoint of the reviews that grew."`
+	WitnessDir string        `name:"audit-witness-dir" env:"REVIEWLEDGER_AUDIT_WITNESS_DIR" help:"A directory outside the database where serve also writes every signed audit checkpoint, one file each, never overwritten (needs REVIEWLEDGER_AUDIT_SIGNING_KEY); ship it elsewhere, and check a restored database against it with audit verify --witness."`
 }
 
 // Validate reads the key, so that a bad file stops serve before anything
@@ -31,8 +34,27 @@ func (c AuditSigningConfig) Validate() error {
 	if c.Interval <= 0 {
 		return fmt.Errorf("REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL: must be a positive duration such as 1m, got %s", c.Interval)
 	}
-	_, err := c.loadKey()
+	if _, err := c.loadKey(); err != nil {
+		return err
+	}
+	_, err := c.openWitness()
 	return err
+}
+
+// openWitness opens the witness directory; nil when none is set. Only
+// signed checkpoints are witnessed, so it needs a signing key.
+func (c AuditSigningConfig) openWitness() (audit.CheckpointArchive, error) {
+	if c.WitnessDir == "" {
+		return nil, nil
+	}
+	if c.KeyFile == "" {
+		return nil, errors.New("REVIEWLEDGER_AUDIT_WITNESS_DIR: needs REVIEWLEDGER_AUDIT_SIGNING_KEY (only signed checkpoints are witnessed)")
+	}
+	a, err := audit.OpenDirArchive(c.WitnessDir)
+	if err != nil {
+		return nil, fmt.Errorf("REVIEWLEDGER_AUDIT_WITNESS_DIR: must be a writable directory: %w", err)
+	}
+	return a, nil
 }
 
 // loadKey reads the signing key; nil when none is set.
@@ -53,17 +75,21 @@ type auditSigning struct {
 }
 
 // open returns the signing of a serve process.
-func (c AuditSigningConfig) open(pool *pgxpool.Pool, store eventstore.Store, led *ledger.Ledger, log *slog.Logger) (auditSigning, error) {
+func (c AuditSigningConfig) open(pool *pgxpool.Pool, store eventstore.Store, led *ledger.Ledger, reg prometheus.Registerer, log *slog.Logger) (auditSigning, error) {
 	key, err := c.loadKey()
 	if err != nil || key == nil {
 		return auditSigning{}, err
 	}
-	s, err := audit.NewSigner(audit.SignerConfig{Key: key, Store: store, Histories: led,
-		Checkpoints: audit.PGCheckpoints{Pool: pool}, Interval: c.Interval, Logger: log})
+	witness, err := c.openWitness()
 	if err != nil {
 		return auditSigning{}, err
 	}
-	log.Info("audit checkpoints signed", "key_id", s.KeyID(), "interval", c.Interval)
+	s, err := audit.NewSigner(audit.SignerConfig{Key: key, Store: store, Histories: led, Checkpoints: audit.PGCheckpoints{Pool: pool},
+		Archive: witness, Interval: c.Interval, Logger: log, Registerer: reg})
+	if err != nil {
+		return auditSigning{}, err
+	}
+	log.Info("audit checkpoints signed", "key_id", s.KeyID(), "interval", c.Interval, "witness", c.WitnessDir)
 	return auditSigning{signer: s}, nil
 }
 

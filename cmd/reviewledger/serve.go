@@ -154,7 +154,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			log.Warn("stop provider", "err", err)
 		}
 	}()
-	signing, err := c.Audit.open(pool, store, led, log)
+	signing, err := c.Audit.open(pool, store, led, reg, log)
 	if err != nil {
 		return err
 	}

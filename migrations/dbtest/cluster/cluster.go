@@ -158,6 +158,62 @@ func (c *Cluster) Replica() *Cluster {
 	return r
 }
 
+// Backup is a base backup of a server, as an operator takes one
+// (pg_basebackup with the WAL it needs): restored, it is the server as it
+// was when the backup ended.
+type Backup struct {
+	tb   testing.TB
+	from *Cluster
+	dir  string // owned by the server's user: data/
+}
+
+// BaseBackup takes a base backup of the running server into a directory
+// of its own, removed when the test ends.
+func (c *Cluster) BaseBackup() *Backup {
+	c.tb.Helper()
+	b := &Backup{tb: c.tb, from: c}
+	var err error
+	if b.dir, err = os.MkdirTemp("", "reviewledger-pg-backup-"); err != nil {
+		c.tb.Fatalf("cluster: %v", err)
+	}
+	c.tb.Cleanup(func() { _ = os.RemoveAll(b.dir) })
+	if err := c.chown(b.dir); err != nil {
+		c.tb.Fatalf("cluster: %v", err)
+	}
+	if out, err := c.run("pg_basebackup", "-D", filepath.Join(b.dir, "data"), "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", "postgres",
+		"-X", "stream", "--checkpoint=fast", "--no-sync"); err != nil {
+		c.tb.Fatalf("cluster: pg_basebackup: %v\n%s", err, out)
+	}
+	return b
+}
+
+// Restore starts a new server from a copy of the backup, in a directory of
+// its own, on a port of its own, as a restore to a new machine would: it
+// recovers to the end of the backup and then takes writes. The backup
+// stays as it was. The server is stopped and removed when the test ends.
+func (b *Backup) Restore() *Cluster {
+	b.tb.Helper()
+	r := &Cluster{tb: b.tb, bin: b.from.bin, runAs: b.from.runAs}
+	var err error
+	if r.dir, err = os.MkdirTemp("", "reviewledger-pg-restored-"); err != nil {
+		b.tb.Fatalf("cluster: %v", err)
+	}
+	b.tb.Cleanup(r.remove)
+	if err := r.chown(r.dir); err != nil {
+		b.tb.Fatalf("cluster: %v", err)
+	}
+	if r.port, err = freePort(); err != nil {
+		b.tb.Fatalf("cluster: %v", err)
+	}
+	// cp -a keeps the files' owner and modes (0700 on data/, as the server
+	// wants).
+	if out, err := exec.Command("cp", "-a", filepath.Join(b.dir, "data"), r.data()).CombinedOutput(); err != nil {
+		b.tb.Fatalf("cluster: copy the backup: %v\n%s", err, out)
+	}
+	r.StartAgain()
+	return r
+}
+
 // Stop stops the server (fast: sessions are ended); StartAgain starts it.
 func (c *Cluster) Stop() {
 	c.tb.Helper()

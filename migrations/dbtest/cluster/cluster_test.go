@@ -93,3 +93,52 @@ func TestReplica(t *testing.T) {
 	r.Stop()
 	r.StartAgain()
 }
+
+// A server restored from a base backup holds what was committed before
+// the backup and nothing after, takes writes, and leaves the original and
+// the backup as they were.
+func TestBaseBackupAndRestore(t *testing.T) {
+	t.Parallel()
+	c := Start(t)
+	url := c.CreateDatabase("backup_test")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	count := func(url, sql string) int {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	count(url, `CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)`)
+	b := c.BaseBackup()
+	if n := count(url, `INSERT INTO kept VALUES (2)`); n != 2 {
+		t.Fatalf("original: %d rows", n)
+	}
+	r := b.Restore()
+	restored := r.URL("backup_test")
+	if restored == url {
+		t.Fatal("the restored server has the original's address")
+	}
+	if n := count(restored, `SELECT 1`); n != 1 {
+		t.Fatalf("restored: %d rows, want the 1 committed before the backup", n)
+	}
+	if n := count(restored, `INSERT INTO kept VALUES (3)`); n != 2 {
+		t.Fatalf("restored after a write: %d rows", n)
+	}
+	if n := count(url, `SELECT 1`); n != 2 {
+		t.Fatalf("original after the restore: %d rows", n)
+	}
+	if again := b.Restore(); count(again.URL("backup_test"), `SELECT 1`) != 1 {
+		t.Fatal("a second restore of the backup does not hold what the first held")
+	}
+}
