@@ -42,6 +42,24 @@ func TestAuditKeygen(t *testing.T) {
 	if code, _, stderr := runCLI(t, context.Background(), "audit", "verify", "--public-key", path); code != 2 || !strings.Contains(stderr, "--public-key") {
 		t.Fatalf("verify with a signing key as public key: exit %d %q", code, stderr)
 	}
+	// The witness directory must be a writable directory, and is only
+	// written with a signing key.
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"REVIEWLEDGER_AUDIT_WITNESS_DIR": t.TempDir()},
+			"REVIEWLEDGER_AUDIT_WITNESS_DIR: needs REVIEWLEDGER_AUDIT_SIGNING_KEY"},
+		{map[string]string{"REVIEWLEDGER_AUDIT_SIGNING_KEY": path, "REVIEWLEDGER_AUDIT_WITNESS_DIR": path + ".missing"},
+			"REVIEWLEDGER_AUDIT_WITNESS_DIR: must be a writable directory"},
+		{map[string]string{"REVIEWLEDGER_AUDIT_SIGNING_KEY": path, "REVIEWLEDGER_AUDIT_WITNESS_DIR": path},
+			"REVIEWLEDGER_AUDIT_WITNESS_DIR: must be a writable directory: " + path + ": not a directory"},
+	} {
+		setEnv(t, tc.env)
+		if code, _, stderr := runCLI(t, context.Background(), "serve"); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("serve with %v: exit %d %q, want %q", tc.env, code, stderr, tc.want)
+		}
+	}
 }
 
 // TestServeSignsCheckpoints: serve with a signing key signs checkpoints,

@@ -33,6 +33,7 @@ var validEnv = map[string]string{
 
 	"REVIEWLEDGER_AUDIT_SIGNING_KEY":         "",
 	"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL": "",
+	"REVIEWLEDGER_AUDIT_WITNESS_DIR":         "",
 }
 
 // setEnv sets the environment of a CLI run: validEnv with overrides, which
