@@ -56,6 +56,10 @@ bench: ## Run the benchmarks: event store (append/insert ratio), projection catc
 bench-e2e: build ## End to end: the built binary over HTTP with an instant provider, 5,000 reviews from 32 clients per round, interleaved with a naive CRUD baseline (BENCH_FLAGS adds flags, e.g. -rounds 5).
 	$(GO) run ./cmd/reviewledger-bench -bin $(BIN) $(BENCH_FLAGS)
 
+.PHONY: bench-scale
+bench-scale: build ## At scale: one ledger grown to 3,000,000 reviews through the product's write path, then end to end (ratio to the empty ledger), queue and SLO p99s, rebuild, audit, purge, bytes per review and a 30-minute steady load (BENCH_SCALE_FLAGS adds flags, e.g. -reviews 300000 -steady 5m).
+	$(GO) run ./cmd/reviewledger-bench scale -bin $(BIN) $(BENCH_SCALE_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser and the event decoder briefly (FUZZTIME inputs each, default 20000x).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/

@@ -17,3 +17,13 @@ func Verdict(value, least float64) string {
 	}
 	return fmt.Sprintf("%s (target %g)", Below, least)
 }
+
+// VerdictUnder is Verdict for a figure whose target is a bound it must
+// stay under (a latency, a size): "ok" when value is below bound,
+// otherwise "BELOW TARGET (target < N)".
+func VerdictUnder(value, bound float64) string {
+	if value < bound {
+		return "ok"
+	}
+	return fmt.Sprintf("%s (target < %g)", Below, bound)
+}

@@ -18,3 +18,19 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+func TestVerdictUnder(t *testing.T) {
+	for _, tc := range []struct {
+		value, bound float64
+		want         string
+	}{
+		{49.9, 50, "ok"},
+		{50, 50, "BELOW TARGET (target < 50)"},
+		{1300, 1200, "BELOW TARGET (target < 1200)"},
+		{0, 100, "ok"},
+	} {
+		if got := VerdictUnder(tc.value, tc.bound); got != tc.want {
+			t.Errorf("VerdictUnder(%v, %v) = %q, want %q", tc.value, tc.bound, got, tc.want)
+		}
+	}
+}

@@ -184,6 +184,14 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 // openLoop submits reviews at rate per second, each from a goroutine of
 // its own, for d, and returns their latencies.
 func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, error) {
+	end := time.Now().Add(d)
+	return openLoopUntil(ctx, c, first, rate, func(at time.Time) bool { return !at.Before(end) })
+}
+
+// openLoopUntil submits reviews at rate per second, each from a goroutine
+// of its own, until done says the next arrival is past the end, and
+// returns their latencies.
+func openLoopUntil(ctx context.Context, c *client, first int, rate float64, done func(next time.Time) bool) ([]time.Duration, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
@@ -191,9 +199,8 @@ func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Du
 		wg        sync.WaitGroup
 	)
 	rng := rand.New(rand.NewPCG(1, 2))
-	end := time.Now().Add(d)
 	at := time.Now()
-	for i := first; at.Before(end) && ctx.Err() == nil; i++ {
+	for i := first; !done(at) && ctx.Err() == nil; i++ {
 		if err := clock.Sleep(ctx, time.Until(at)); err != nil {
 			break
 		}

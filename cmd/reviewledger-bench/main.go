@@ -49,6 +49,7 @@ type Config struct {
 	Observe     string        // how a client learns the decision: observeSubmit or observeGet
 	Floors      bool          // measure the floors (floor.go) in every round
 	Standby     bool          // measure the synchronous standby's cost (standby.go)
+	Policy      string        // serve's policy file; benchPolicy when empty
 
 	pg *pgServer // the PostgreSQL server when it runs on this machine (its CPU is measured)
 }
@@ -56,6 +57,12 @@ type Config struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == floorCommand {
 		os.Exit(floorServe(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == scaleCommand {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := scaleMain(ctx, os.Args[2:], os.Stdout)
+		stop()
+		os.Exit(code)
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {

@@ -136,6 +136,7 @@ func (s *server) profile(ctx context.Context, seconds int, file string) error {
 const (
 	submitterToken = "bench-submitter-token-0001"
 	auditorToken   = "bench-auditor-token-00001"
+	moderatorToken = "bench-moderator-token-001"
 )
 
 // startServer runs bin serve on dbURL against providerURL (or, with a
@@ -158,7 +159,11 @@ func startServer(ctx context.Context, cfg Config, floorMode, dbURL, providerURL 
 // caller's to remove).
 func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL string) (*server, error) {
 	policy := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(benchPolicy), 0o600); err != nil {
+	pol := benchPolicy
+	if cfg.Policy != "" {
+		pol = cfg.Policy
+	}
+	if err := os.WriteFile(policy, []byte(pol), 0o600); err != nil {
 		return nil, err
 	}
 	addr, err := freeAddr()
@@ -184,7 +189,7 @@ func launch(ctx context.Context, cfg Config, floorMode, dir, dbURL, providerURL 
 		"REVIEWLEDGER_PROVIDER=http",
 		"REVIEWLEDGER_PROVIDER_URL="+providerURL,
 		"REVIEWLEDGER_CALLBACK_SECRET=whsec_"+"YmVuY2gtY2FsbGJhY2stc2VjcmV0LTMyLWJ5dGVzISE=",
-		"REVIEWLEDGER_TOKENS=submitter:bench:"+submitterToken+",auditor:bench-auditor:"+auditorToken,
+		"REVIEWLEDGER_TOKENS=submitter:bench:"+submitterToken+",auditor:bench-auditor:"+auditorToken+",moderator:bench-moderator:"+moderatorToken,
 	)
 	if cfg.Profile != "" && floorMode == "" {
 		debug, err := freeAddr()

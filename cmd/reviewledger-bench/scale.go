@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/cmd/benchtarget"
+	"github.com/reviewledger/reviewledger/migrations"
+)
+
+// scaleCommand runs the benchmark at scale (make bench-scale): one ledger
+// grown to -reviews reviews, then measured.
+const scaleCommand = "scale"
+
+// scaleConfig is one run of the benchmark at scale.
+type scaleConfig struct {
+	Bin, AdminURL string
+	Reviews       int           // reviews the ledger is grown to
+	Round         int           // reviews of each end-to-end measurement
+	Clients       int           // concurrent clients of each end-to-end measurement
+	Waiting       int           // reviews left in the manual queue
+	Days          int           // days the grown ledger's submissions span
+	Steady        time.Duration // the steady load at half the peak (0: none)
+	Writers       int           // reviews the loader writes at once
+	Samples       int           // requests per query measured
+	Timeout       time.Duration // bound of each phase
+	KeepLogs      bool
+	Keep          bool // leave the database in place, printing its URL
+}
+
+// Retention of content in the run: the grown ledger spans more than it,
+// so the oldest content is due for purging. Serve is given a longer one,
+// so that its own purge (at start, then hourly) leaves the content for
+// the bench to purge while it measures.
+const (
+	scaleRetention = 720 * time.Hour
+	serveRetention = 100 * 365 * 24 * time.Hour
+)
+
+// parseScaleFlags reads the command line of the scale command.
+func parseScaleFlags(args []string) (scaleConfig, error) {
+	var sc scaleConfig
+	fs := flag.NewFlagSet("reviewledger-bench scale", flag.ContinueOnError)
+	fs.StringVar(&sc.Bin, "bin", "bin/reviewledger", "the reviewledger binary to run (make build)")
+	fs.StringVar(&sc.AdminURL, "admin-url", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"PostgreSQL server on which the run creates and drops its database")
+	fs.IntVar(&sc.Reviews, "reviews", 3_000_000, "reviews the ledger is grown to")
+	fs.IntVar(&sc.Round, "round", 5000, "reviews of each end-to-end measurement (at the empty ledger and at -reviews)")
+	fs.IntVar(&sc.Clients, "clients", 32, "concurrent clients of the end-to-end measurements")
+	fs.IntVar(&sc.Waiting, "waiting", 10_000, "reviews of the grown ledger left waiting in the manual queue (at most a quarter of -reviews)")
+	fs.IntVar(&sc.Days, "days", 35, "days the grown ledger's submissions span, ending now (more than the 30-day retention, so the oldest content is purged)")
+	fs.DurationVar(&sc.Steady, "steady", 30*time.Minute, "length of the steady load at half the peak rate, with the work, queue and SLO tables' sizes before and after (0: none)")
+	fs.IntVar(&sc.Writers, "writers", 512, "reviews the loader writes at once (their appends are group-committed)")
+	fs.IntVar(&sc.Samples, "samples", 50, "requests measured per query")
+	fs.DurationVar(&sc.Timeout, "timeout", 2*time.Hour, "bound of each phase")
+	fs.BoolVar(&sc.KeepLogs, "logs", false, "copy serve's logs to stderr as it runs")
+	fs.BoolVar(&sc.Keep, "keep", false, "leave the grown database in place (its URL is printed) instead of dropping it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return scaleConfig{}, err
+		}
+		return scaleConfig{}, fmt.Errorf("%w: %w", errFlags, err)
+	}
+	sc.Waiting = min(sc.Waiting, sc.Reviews/4)
+	return sc, sc.validate()
+}
+
+func (sc scaleConfig) validate() error {
+	switch {
+	case sc.Reviews < 100:
+		return fmt.Errorf("-reviews: must be at least 100, got %d", sc.Reviews)
+	case sc.Round < 10:
+		return fmt.Errorf("-round: must be at least 10, got %d", sc.Round)
+	case sc.Clients < 1:
+		return fmt.Errorf("-clients: must be at least 1, got %d", sc.Clients)
+	case sc.Days < 31:
+		return fmt.Errorf("-days: must be at least 31 (more than the 30-day retention), got %d", sc.Days)
+	case sc.Steady < 0:
+		return fmt.Errorf("-steady: must not be negative, got %s", sc.Steady)
+	case sc.Writers < 1:
+		return fmt.Errorf("-writers: must be at least 1, got %d", sc.Writers)
+	case sc.Samples < 1:
+		return fmt.Errorf("-samples: must be at least 1, got %d", sc.Samples)
+	case sc.Timeout <= 0:
+		return fmt.Errorf("-timeout: must be positive, got %s", sc.Timeout)
+	}
+	if _, err := os.Stat(sc.Bin); err != nil {
+		return fmt.Errorf("-bin: %v (build it with make build)", err)
+	}
+	return nil
+}
+
+// serveConfig is the Config serve is started with in the run.
+func (sc scaleConfig) serveConfig() Config {
+	return Config{Bin: sc.Bin, AdminURL: sc.AdminURL, Clients: sc.Clients, Observe: observeSubmit, Timeout: sc.Timeout,
+		KeepLogs: sc.KeepLogs, Policy: scalePolicy(),
+		ServeEnv: []string{"REVIEWLEDGER_PAYLOAD_RETENTION=" + serveRetention.String()}}
+}
+
+// scaleMain runs the scale command and returns the exit status.
+func scaleMain(ctx context.Context, args []string, out io.Writer) int {
+	sc, err := parseScaleFlags(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFlags):
+		return 2
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "reviewledger-bench scale:", err)
+		return 2
+	}
+	if err := runScale(ctx, sc, out); err != nil {
+		fmt.Fprintln(os.Stderr, "reviewledger-bench scale:", err)
+		return 1
+	}
+	return 0
+}
+
+// scaleRun is the state of a run: its database, provider and server.
+type scaleRun struct {
+	sc      scaleConfig
+	cfg     Config
+	out     io.Writer
+	dbURL   string
+	pool    *pgxpool.Pool
+	provURL string
+	srv     *server
+	next    int // index of the next end-to-end review
+	checks  []string
+}
+
+// runScale grows a ledger and prints every figure as it is measured.
+func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
+	dbURL, drop, err := database(ctx, sc.AdminURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if sc.Keep {
+			fmt.Fprintf(out, "database kept: %s\n", dbURL)
+			return
+		}
+		err = errors.Join(err, drop())
+	}()
+	prov, provURL, err := instantProvider()
+	if err != nil {
+		return err
+	}
+	defer prov.Close()
+	r := &scaleRun{sc: sc, cfg: sc.serveConfig(), out: out, dbURL: dbURL, provURL: provURL}
+	defer func() { err = errors.Join(err, r.stopServer()) }()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r.pool = pool
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintf(out, "reviewledger at scale: %d reviews over %d days, %d waiting in the manual queue; end-to-end rounds of %d reviews from %d clients; %d CPUs, %s\n",
+		sc.Reviews, sc.Days, sc.Waiting, sc.Round, sc.Clients, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(out, "%-44s %-34s %-14s %s\n", "figure", "value", "target", "verdict")
+	return r.phases(ctx)
+}
+
+// phases measures, in order: end to end at the empty ledger, the growth,
+// the catch-up and the bytes, end to end at N, the queries, the purge, the
+// steady load, the rebuild (and its equality with the live read models)
+// and the audit.
+func (r *scaleRun) phases(ctx context.Context) error {
+	if err := r.startServer(ctx); err != nil {
+		return err
+	}
+	empty, err := r.endToEnd(ctx)
+	if err != nil {
+		return fmt.Errorf("end to end at the empty ledger: %w", err)
+	}
+	r.line("end to end at the empty ledger", fmt.Sprintf("%.0f reviews/s, p99 %s", empty.PerSecond, ms(empty.P99)), "", "")
+	if err := r.stopServer(); err != nil {
+		return err
+	}
+	if err := r.grow(ctx); err != nil {
+		return err
+	}
+	if err := r.startServer(ctx); err != nil {
+		return err
+	}
+	full, err := r.endToEnd(ctx)
+	if err != nil {
+		return fmt.Errorf("end to end at %d reviews: %w", r.sc.Reviews, err)
+	}
+	r.endToEndFigures(empty, full)
+	if err := r.queries(ctx); err != nil {
+		return err
+	}
+	if err := r.purge(ctx, full.PerSecond/2); err != nil {
+		return err
+	}
+	if err := r.steady(ctx, full.PerSecond/2); err != nil {
+		return err
+	}
+	if err := r.stopServer(); err != nil {
+		return err
+	}
+	if err := r.rebuild(ctx); err != nil {
+		return err
+	}
+	if err := r.audit(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "checks passed: %s\n", strings.Join(r.checks, "; "))
+	return nil
+}
+
+// line prints one figure: its name, value, target and verdict.
+func (r *scaleRun) line(name, value, target, verdict string) {
+	fmt.Fprintln(r.out, strings.TrimRight(fmt.Sprintf("%-44s %-34s %-14s %s", name, value, target, verdict), " "))
+}
+
+// check records a correctness check that passed.
+func (r *scaleRun) check(what string) { r.checks = append(r.checks, what) }
+
+func (r *scaleRun) startServer(ctx context.Context) error {
+	srv, err := startServer(ctx, r.cfg, "", r.dbURL, r.provURL)
+	if err != nil {
+		return err
+	}
+	r.srv = srv
+	return nil
+}
+
+func (r *scaleRun) stopServer() error {
+	if r.srv == nil {
+		return nil
+	}
+	srv := r.srv
+	r.srv = nil
+	return srv.stop()
+}
+
+// endToEnd runs a round of reviews from the clients (closed loop), after
+// a short warm-up, on the running server.
+func (r *scaleRun) endToEnd(ctx context.Context) (figures, error) {
+	c := newClient(r.srv.URL, r.srv.token, r.sc.Clients, observeSubmit)
+	rctx, cancel := context.WithTimeout(ctx, r.sc.Timeout)
+	defer cancel()
+	warm := min(200, r.sc.Round/10+1)
+	if _, err := closedLoop(rctx, c, 0, warm, r.sc.Clients); err != nil {
+		return figures{}, fmt.Errorf("warm-up: %w", err)
+	}
+	start := time.Now()
+	latencies, err := closedLoop(rctx, c, warm, r.sc.Round, r.sc.Clients)
+	elapsed := time.Since(start)
+	if err != nil {
+		return figures{}, err
+	}
+	f := figures{Reviews: r.sc.Round, Elapsed: elapsed, PerSecond: float64(r.sc.Round) / elapsed.Seconds()}
+	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
+	return f, nil
+}
+
+// Targets at scale (docs/benchmarks.md, "At scale").
+const (
+	targetScaleRatio     = 0.9
+	targetQueueP99       = 50 * time.Millisecond
+	targetSLOP99         = 100 * time.Millisecond
+	targetRebuildRate    = 100_000 // events/s
+	targetAuditRate      = 50_000  // reviews/s
+	targetAuditOne       = 50 * time.Millisecond
+	targetPurgeBlock     = 100 * time.Millisecond
+	targetBytesNoContent = 1200 // bytes per review
+)
+
+func (r *scaleRun) endToEndFigures(empty, full figures) {
+	at := fmt.Sprintf("end to end at %d reviews", r.sc.Reviews)
+	r.line(at, fmt.Sprintf("%.0f reviews/s, p99 %s", full.PerSecond, ms(full.P99)), "", "")
+	rate := full.PerSecond / empty.PerSecond
+	r.line("  reviews/s at N / at the empty ledger", fmt.Sprintf("%.3f", rate), fmt.Sprintf(">= %.1f", targetScaleRatio), benchtarget.Verdict(rate, targetScaleRatio))
+	// A p99 ratio: the empty ledger's p99 over N's, so that >= 0.9 means
+	// N's p99 is at most about a tenth longer.
+	p99 := float64(empty.P99) / float64(max(full.P99, time.Microsecond))
+	r.line("  p99 at the empty ledger / at N", fmt.Sprintf("%.3f", p99), fmt.Sprintf(">= %.1f", targetScaleRatio), benchtarget.Verdict(p99, targetScaleRatio))
+}
