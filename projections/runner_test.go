@@ -592,3 +592,58 @@ func TestSettleGathersEventsAtTheHead(t *testing.T) {
 		t.Fatalf("10 bursts 20ms apart took %d batches, want them gathered into at most 3", n)
 	}
 }
+
+// A review submitted at a time with nanoseconds counts in the same
+// latency bucket whether its events are projected in one batch or apart:
+// between batches the submission time is read back from slo_open, in
+// microseconds, so within a batch it is counted in microseconds too. Its
+// finding comes exactly 1,024 ms after the submission, on the bound of a
+// bucket, where the 789 ns dropped would move it one bucket up.
+func TestLatencyBucketAgreesAcrossBatches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	class := "caption_suggestion"
+	at := time.Date(2026, 1, 1, 0, 0, 0, 789, time.UTC)
+	sub, err := domain.Submit(domain.SubmitCommand{ReviewID: "ns-1", ContentClass: class, ContentType: "text/plain",
+		PayloadDigest: "sha256:" + strings.Repeat("0", 64), PayloadBytes: 10, Policy: domain.DefaultPolicy().Classes[class],
+		SubmittedBy: "test", Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := e.ledger.Create(ctx, sub, ledger.Actor{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := rv.StartAttempt(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, err = e.ledger.Append(ctx, rv, ledger.Actor{Name: "engine"}, start); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := rv.RecordFinding(domain.Finding{ReviewID: "ns-1", Attempt: start.Attempt, State: domain.DecisionAccepted},
+		domain.SourceResponse, at.Add(1024*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ledger.Append(ctx, rv, ledger.Actor{Name: "engine"}, evs...); err != nil {
+		t.Fatal(err)
+	}
+	var want map[string][]string
+	for _, size := range []int{5000, 1} {
+		r := e.runner(t, func(c *Config) { c.BatchSize = size })
+		if _, err := r.Rebuild(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := dump(t, e.pool)
+		if len(got["slo_latency"]) != 1 {
+			t.Fatalf("slo_latency: %v, want one bucket", got["slo_latency"])
+		}
+		if want == nil {
+			want = got
+			continue
+		}
+		diff(t, fmt.Sprintf("batches of %d vs 5000", size), got, want)
+	}
+}

@@ -22,8 +22,11 @@ func (sloProjection) name() string { return SLO }
 
 // version 2: slo_conflict is counted from the ledger's conflict events
 // (version 1 left it to direct writes). version 3: slo_queue records when
-// reviews entered and left the manual queue.
-func (sloProjection) version() int { return 3 }
+// reviews entered and left the manual queue. version 4: latencies and
+// deadlines are counted from the submission in microseconds, as slo_open
+// keeps it, in one batch as across batches (a latency on a bucket's bound
+// was one bucket lower when its events came together).
+func (sloProjection) version() int { return 4 }
 func (sloProjection) tables() []string {
 	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict", "slo_queue"}
 }
@@ -148,7 +151,11 @@ func applySLO(s *sloState, reviewID string, e event, delta *sloDelta) bool {
 		if o != nil {
 			return false
 		}
-		s.open = &openRow{class: d.ContentClass, submittedAt: d.SubmittedAt, deadline: d.Deadline, humanGate: d.Policy.HumanGate}
+		// In the microseconds slo_open keeps them in: a review whose later
+		// events come in another batch is counted from the times read back
+		// from it, and one whose events come together from the same times.
+		s.open = &openRow{class: d.ContentClass, submittedAt: d.SubmittedAt.Truncate(time.Microsecond),
+			deadline: d.Deadline.Truncate(time.Microsecond), humanGate: d.Policy.HumanGate}
 		delta.minute(d.ContentClass, d.SubmittedAt).submitted++
 		return true
 	}
