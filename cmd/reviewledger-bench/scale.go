@@ -35,6 +35,10 @@ type scaleConfig struct {
 	Timeout       time.Duration // bound of each phase
 	KeepLogs      bool
 	Keep          bool // leave the database in place, printing its URL
+
+	// database is a migrated database to grow instead of one created on
+	// AdminURL (tests: the test's own); the run leaves it in place.
+	database string
 }
 
 // Retention of content in the run: the grown ledger spans more than it,
@@ -140,9 +144,11 @@ type scaleRun struct {
 
 // runScale grows a ledger and prints every figure as it is measured.
 func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
-	dbURL, drop, err := database(ctx, sc.AdminURL)
-	if err != nil {
-		return err
+	dbURL, drop := sc.database, func() error { return nil }
+	if dbURL == "" {
+		if dbURL, drop, err = database(ctx, sc.AdminURL); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		if sc.Keep {
@@ -185,7 +191,7 @@ func (r *scaleRun) phases(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("end to end at the empty ledger: %w", err)
 	}
-	r.line("end to end at the empty ledger", fmt.Sprintf("%.0f reviews/s, p99 %s", empty.PerSecond, ms(empty.P99)), "", "")
+	r.line("end to end at the empty ledger", fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", empty.PerSecond, ms(empty.P99), float64(empty.PeakRSS)/1e6), "", "")
 	if err := r.stopServer(); err != nil {
 		return err
 	}
@@ -264,7 +270,11 @@ func (r *scaleRun) endToEnd(ctx context.Context) (figures, error) {
 	if err != nil {
 		return figures{}, err
 	}
-	f := figures{Reviews: r.sc.Round, Elapsed: elapsed, PerSecond: float64(r.sc.Round) / elapsed.Seconds()}
+	rss, err := r.srv.peakRSS()
+	if err != nil {
+		return figures{}, err
+	}
+	f := figures{Reviews: r.sc.Round, Elapsed: elapsed, PerSecond: float64(r.sc.Round) / elapsed.Seconds(), PeakRSS: rss}
 	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
 	return f, nil
 }
@@ -283,7 +293,7 @@ const (
 
 func (r *scaleRun) endToEndFigures(empty, full figures) {
 	at := fmt.Sprintf("end to end at %d reviews", r.sc.Reviews)
-	r.line(at, fmt.Sprintf("%.0f reviews/s, p99 %s", full.PerSecond, ms(full.P99)), "", "")
+	r.line(at, fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", full.PerSecond, ms(full.P99), float64(full.PeakRSS)/1e6), "", "")
 	rate := full.PerSecond / empty.PerSecond
 	r.line("  reviews/s at N / at the empty ledger", fmt.Sprintf("%.3f", rate), fmt.Sprintf(">= %.1f", targetScaleRatio), benchtarget.Verdict(rate, targetScaleRatio))
 	// A p99 ratio: the empty ledger's p99 over N's, so that >= 0.9 means
