@@ -13,13 +13,17 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -92,6 +96,10 @@ type Verifier struct {
 	// named by it.
 	Archive ArchiveReader
 	Now     func() time.Time // default time.Now
+	// Workers is how many reviews are checked at once: each check reads
+	// its stream and then hashes and replays it, so that reads overlap
+	// checks and the checks use every core. Default 4 per core.
+	Workers int
 }
 
 // CheckpointReader reads the stored signed checkpoints (PGCheckpoints).
@@ -186,13 +194,14 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if err != nil {
 		return Report{}, err
 	}
+	checked, err := v.checkAll(ctx, ids, marks)
+	if err != nil {
+		return rep, err
+	}
 	heads := make(map[string]Mark)
-	for _, id := range ids {
+	for i, id := range ids {
 		rep.Reviews++
-		damage, head, n, err := v.check(ctx, id, marks[id])
-		if err != nil {
-			return rep, err
-		}
+		damage, head, n := checked[i].damage, checked[i].head, checked[i].events
 		rep.Events += n
 		if len(v.PublicKeys) > 0 {
 			rep.Unsigned += unsignedEvents(n, marks[id])
@@ -222,6 +231,30 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 		rep.Anchored = len(heads)
 	}
 	return rep, nil
+}
+
+// checked is what the check of one review found.
+type checked struct {
+	damage []Damage
+	head   *Mark
+	events int
+}
+
+// checkAll checks every review of ids, Workers at once, and returns what
+// each check found, in the order of ids; the first error stops them.
+func (v *Verifier) checkAll(ctx context.Context, ids []string, marks map[string][]witnessMark) ([]checked, error) {
+	out := make([]checked, len(ids))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(cmp.Or(v.Workers, 4*runtime.GOMAXPROCS(0)))
+	for i, id := range ids {
+		g.Go(func() error {
+			var err error
+			c := &out[i]
+			c.damage, c.head, c.events, err = v.check(ctx, id, marks[id])
+			return err
+		})
+	}
+	return out, g.Wait()
 }
 
 // unsignedEvents counts the events of a review of n events that come after

@@ -106,6 +106,17 @@ func TestVerifyFindsTamperingInSQL(t *testing.T) {
 	if rep.Anchored != 2 {
 		t.Errorf("anchored %d, want the 2 intact reviews", rep.Anchored)
 	}
+	// Checked one at a time, the reviews give the same report, damage in
+	// the same order, as checked many at once.
+	serial := *v
+	serial.Workers = 1
+	srep, err := serial.Verify(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(srep.Damaged, rep.Damaged) || srep.Reviews != rep.Reviews || srep.Events != rep.Events {
+		t.Errorf("one at a time: %+v\nmany at once: %+v", srep, rep)
+	}
 
 	// One review at a time.
 	one, err := v.Verify(ctx, "intact-1")
