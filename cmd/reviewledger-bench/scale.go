@@ -34,7 +34,8 @@ type scaleConfig struct {
 	Samples       int           // requests per query measured
 	Timeout       time.Duration // bound of each phase
 	KeepLogs      bool
-	Keep          bool // leave the database in place, printing its URL
+	Keep          bool   // leave the database in place, printing its URL
+	Profile       string // file to write a CPU profile of the catch-up to
 
 	// database is a migrated database to grow instead of one created on
 	// AdminURL (tests: the test's own); the run leaves it in place.
@@ -67,6 +68,7 @@ func parseScaleFlags(args []string) (scaleConfig, error) {
 	fs.IntVar(&sc.Samples, "samples", 50, "requests measured per query")
 	fs.DurationVar(&sc.Timeout, "timeout", 2*time.Hour, "bound of each phase")
 	fs.BoolVar(&sc.KeepLogs, "logs", false, "copy serve's logs to stderr as it runs")
+	fs.StringVar(&sc.Profile, "cpuprofile", "", "write a CPU profile of the projections' catch-up at N (it runs in the bench's process) to this file (go tool pprof)")
 	fs.BoolVar(&sc.Keep, "keep", false, "leave the grown database in place (its URL is printed) instead of dropping it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -175,6 +177,11 @@ func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
 	}
 	fmt.Fprintf(out, "reviewledger at scale: %d reviews over %d days, %d waiting in the manual queue; end-to-end rounds of %d reviews from %d clients; %d CPUs, %s\n",
 		sc.Reviews, sc.Days, sc.Waiting, sc.Round, sc.Clients, runtime.NumCPU(), runtime.Version())
+	var autovacuum string
+	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "PostgreSQL autovacuum: %s\n", autovacuum)
 	fmt.Fprintf(out, "%-44s %-34s %-14s %s\n", "figure", "value", "target", "verdict")
 	return r.phases(ctx)
 }

@@ -9,8 +9,10 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -41,11 +44,16 @@ func (r *scaleRun) grow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(r.sc.Profile)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	if err := runner.CatchUpConcurrently(ctx); err != nil {
+	err = runner.CatchUpConcurrently(ctx)
+	d := time.Since(start)
+	if err = errors.Join(err, stopProfile()); err != nil {
 		return fmt.Errorf("catch up: %w", err)
 	}
-	d := time.Since(start)
 	events, err := r.count(ctx, `SELECT count(*) FROM event`)
 	if err != nil {
 		return err
@@ -53,7 +61,56 @@ func (r *scaleRun) grow(ctx context.Context) error {
 	rate := float64(events) / d.Seconds()
 	r.line("projections catch-up at N (all read models)", fmt.Sprintf("%d events in %s: %.0f events/s", events, d.Round(time.Millisecond), rate),
 		fmt.Sprintf(">= %d/s", targetRebuildRate), benchtarget.Verdict(rate, targetRebuildRate))
+	// What autovacuum does in the background while a ledger grows over
+	// months: the growth took minutes.
+	start = time.Now()
+	if _, err := r.pool.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
+		return fmt.Errorf("vacuum after the growth: %w", err)
+	}
+	r.line("  VACUUM (ANALYZE) after the growth", time.Since(start).Round(time.Millisecond).String(), "", "")
 	return r.bytes(ctx, events)
+}
+
+// autovacuumOn reports whether the server runs autovacuum.
+func (r *scaleRun) autovacuumOn(ctx context.Context) (bool, error) {
+	var on string
+	if err := r.pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&on); err != nil {
+		return false, err
+	}
+	return on == "on", nil
+}
+
+// vacuumEvery vacuums the steady tables every interval until ctx ends, as
+// autovacuum would on a server that runs it: the steady state is the
+// product's on a server configured as the default has it.
+func (r *scaleRun) vacuumEvery(ctx context.Context, interval time.Duration) error {
+	for {
+		if err := clock.Sleep(ctx, interval); err != nil {
+			return nil
+		}
+		for _, t := range steadyTables {
+			if _, err := r.pool.Exec(ctx, `VACUUM (ANALYZE) `+t); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("vacuum %s: %w", t, err)
+			}
+		}
+	}
+}
+
+// startProfile starts a CPU profile of this process into file, when one
+// is named, and returns what stops it.
+func startProfile(file string) (stop func() error, err error) {
+	if file == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 func statesText(states map[domain.State]int64) string {
@@ -280,9 +337,22 @@ func (r *scaleRun) steady(ctx context.Context, rate float64) error {
 	if err != nil {
 		return err
 	}
+	on, err := r.autovacuumOn(ctx)
+	if err != nil {
+		return err
+	}
+	vctx, stopVacuum := context.WithCancel(ctx)
+	vacuumed := make(chan error, 1)
+	if on {
+		vacuumed <- nil
+	} else {
+		r.line("  the server's autovacuum is off", "the bench vacuums the tables every minute", "", "")
+		go func() { vacuumed <- r.vacuumEvery(vctx, time.Minute) }()
+	}
 	c := newClient(r.srv.URL, r.srv.token, r.sc.Clients, observeSubmit)
 	latencies, err := openLoop(ctx, c, 0, rate, r.sc.Steady)
-	if err != nil {
+	stopVacuum()
+	if err = errors.Join(err, <-vacuumed); err != nil {
 		return fmt.Errorf("steady load: %w", err)
 	}
 	after, err := r.tableSizes(ctx)
