@@ -140,7 +140,6 @@ type scaleRun struct {
 	pool    *pgxpool.Pool
 	provURL string
 	srv     *server
-	next    int // index of the next end-to-end review
 	checks  []string
 }
 
