@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type scaleConfig struct {
 	Bin, AdminURL string
 	Reviews       int           // reviews the ledger is grown to
 	Round         int           // reviews of each end-to-end measurement
+	Pairs         int           // end-to-end measurements at the empty ledger and at N, in pairs
 	Clients       int           // concurrent clients of each end-to-end measurement
 	Waiting       int           // reviews left in the manual queue
 	Days          int           // days the grown ledger's submissions span
@@ -36,10 +38,13 @@ type scaleConfig struct {
 	KeepLogs      bool
 	Keep          bool   // leave the database in place, printing its URL
 	Profile       string // file to write a CPU profile of the catch-up to
+	ServeProfile  string // directory to write CPU profiles of serve in the first pair to
 
 	// database is a migrated database to grow instead of one created on
 	// AdminURL (tests: the test's own); the run leaves it in place.
-	database string
+	// emptyDatabase, likewise, is the one the empty ledger is measured on
+	// in every pair, instead of a fresh one for each.
+	database, emptyDatabase string
 }
 
 // Retention of content in the run: the grown ledger spans more than it,
@@ -60,6 +65,8 @@ func parseScaleFlags(args []string) (scaleConfig, error) {
 		"PostgreSQL server on which the run creates and drops its database")
 	fs.IntVar(&sc.Reviews, "reviews", 3_000_000, "reviews the ledger is grown to")
 	fs.IntVar(&sc.Round, "round", 5000, "reviews of each end-to-end measurement (at the empty ledger and at -reviews)")
+	fs.IntVar(&sc.Pairs, "pairs", 3, "end-to-end measurements at the empty ledger (a fresh database each) and at -reviews, one after the other, whose medians are compared")
+	fs.StringVar(&sc.ServeProfile, "serve-profile", "", "write CPU profiles of serve's first 5 seconds of the first pair's rounds (empty.pprof, at-n.pprof) into this directory (go tool pprof)")
 	fs.IntVar(&sc.Clients, "clients", 32, "concurrent clients of the end-to-end measurements")
 	fs.IntVar(&sc.Waiting, "waiting", 10_000, "reviews of the grown ledger left waiting in the manual queue (at most a quarter of -reviews)")
 	fs.IntVar(&sc.Days, "days", 35, "days the grown ledger's submissions span, ending now (more than the 30-day retention, so the oldest content is purged)")
@@ -86,6 +93,8 @@ func (sc scaleConfig) validate() error {
 		return fmt.Errorf("-reviews: must be at least 100, got %d", sc.Reviews)
 	case sc.Round < 10:
 		return fmt.Errorf("-round: must be at least 10, got %d", sc.Round)
+	case sc.Pairs < 1:
+		return fmt.Errorf("-pairs: must be at least 1, got %d", sc.Pairs)
 	case sc.Clients < 1:
 		return fmt.Errorf("-clients: must be at least 1, got %d", sc.Clients)
 	case sc.Days < 31:
@@ -185,31 +194,17 @@ func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
 	return r.phases(ctx)
 }
 
-// phases measures, in order: end to end at the empty ledger, the growth,
-// the catch-up and the bytes, end to end at N, the queries, the purge, the
-// steady load, the rebuild (and its equality with the live read models)
-// and the audit.
+// phases measures, in order: the growth, the catch-up and the bytes, end
+// to end at the empty ledger and at N, the queries, the purge, the steady
+// load, the rebuild (and its equality with the live read models) and the
+// audit.
 func (r *scaleRun) phases(ctx context.Context) error {
-	if err := r.startServer(ctx); err != nil {
-		return err
-	}
-	empty, err := r.endToEnd(ctx)
-	if err != nil {
-		return fmt.Errorf("end to end at the empty ledger: %w", err)
-	}
-	r.line("end to end at the empty ledger", fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", empty.PerSecond, ms(empty.P99), float64(empty.PeakRSS)/1e6), "", "")
-	if err := r.stopServer(); err != nil {
-		return err
-	}
 	if err := r.grow(ctx); err != nil {
 		return err
 	}
-	if err := r.startServer(ctx); err != nil {
-		return err
-	}
-	full, err := r.endToEnd(ctx)
+	empty, full, err := r.compare(ctx)
 	if err != nil {
-		return fmt.Errorf("end to end at %d reviews: %w", r.sc.Reviews, err)
+		return err
 	}
 	r.endToEndFigures(empty, full)
 	if err := r.queries(ctx); err != nil {
@@ -242,13 +237,84 @@ func (r *scaleRun) line(name, value, target, verdict string) {
 // check records a correctness check that passed.
 func (r *scaleRun) check(what string) { r.checks = append(r.checks, what) }
 
-func (r *scaleRun) startServer(ctx context.Context) error {
-	srv, err := startServer(ctx, r.cfg, "", r.dbURL, r.provURL)
+// startServer starts serve on dbURL, with its profiling endpoints when
+// profile names a file to write a profile to.
+func (r *scaleRun) startServer(ctx context.Context, dbURL, profile string) error {
+	cfg := r.cfg
+	cfg.Profile = profile
+	srv, err := startServer(ctx, cfg, "", dbURL, r.provURL)
 	if err != nil {
 		return err
 	}
 	r.srv = srv
 	return nil
+}
+
+// compare measures end to end at the empty ledger and at N in pairs, one
+// right after the other, so that whatever else loads the machine weighs
+// on both alike, and returns the medians. It leaves serve running on the
+// grown ledger.
+func (r *scaleRun) compare(ctx context.Context) (empty, full figures, err error) {
+	var empties, fulls []figures
+	for i := range r.sc.Pairs {
+		profile := func(name string) string {
+			if i > 0 || r.sc.ServeProfile == "" {
+				return ""
+			}
+			return filepath.Join(r.sc.ServeProfile, name)
+		}
+		e, err := r.emptyRound(ctx, profile("empty.pprof"))
+		if err != nil {
+			return figures{}, figures{}, fmt.Errorf("end to end at the empty ledger: %w", err)
+		}
+		if err := r.startServer(ctx, r.dbURL, profile("at-n.pprof")); err != nil {
+			return figures{}, figures{}, err
+		}
+		f, err := r.endToEnd(ctx, profile("at-n.pprof"))
+		if err != nil {
+			return figures{}, figures{}, fmt.Errorf("end to end at %d reviews: %w", r.sc.Reviews, err)
+		}
+		if i < r.sc.Pairs-1 {
+			if err := r.stopServer(); err != nil {
+				return figures{}, figures{}, err
+			}
+		}
+		empties, fulls = append(empties, e), append(fulls, f)
+		r.line(fmt.Sprintf("  pair %d: empty, then at N", i+1), fmt.Sprintf("%.0f/s p99 %s; %.0f/s p99 %s", e.PerSecond, ms(e.P99), f.PerSecond, ms(f.P99)), "", "")
+	}
+	return medianFigures(empties), medianFigures(fulls), nil
+}
+
+// emptyRound measures end to end on an empty ledger: a fresh database,
+// dropped after, or the one the run was given.
+func (r *scaleRun) emptyRound(ctx context.Context, profile string) (f figures, err error) {
+	url := r.sc.emptyDatabase
+	if url == "" {
+		var drop func() error
+		if url, drop, err = database(ctx, r.sc.AdminURL); err != nil {
+			return figures{}, err
+		}
+		defer func() { err = errors.Join(err, drop()) }()
+	}
+	if err := r.startServer(ctx, url, profile); err != nil {
+		return figures{}, err
+	}
+	f, err = r.endToEnd(ctx, profile)
+	return f, errors.Join(err, r.stopServer())
+}
+
+// medianFigures is the median rate and p99 of rounds, and their highest
+// peak RSS.
+func medianFigures(fs []figures) figures {
+	rounds := make([]round, len(fs))
+	for i, f := range fs {
+		rounds[i] = round{rl: f}
+	}
+	return figures{
+		PerSecond: median(rounds, func(x round) float64 { return x.rl.PerSecond }),
+		P99:       time.Duration(median(rounds, func(x round) float64 { return float64(x.rl.P99) })),
+		PeakRSS:   highestRSS(rounds),
+	}
 }
 
 func (r *scaleRun) stopServer() error {
@@ -262,7 +328,7 @@ func (r *scaleRun) stopServer() error {
 
 // endToEnd runs a round of reviews from the clients (closed loop), after
 // a short warm-up, on the running server.
-func (r *scaleRun) endToEnd(ctx context.Context) (figures, error) {
+func (r *scaleRun) endToEnd(ctx context.Context, profile string) (figures, error) {
 	c := newClient(r.srv.URL, r.srv.token, r.sc.Clients, observeSubmit)
 	rctx, cancel := context.WithTimeout(ctx, r.sc.Timeout)
 	defer cancel()
@@ -270,10 +336,16 @@ func (r *scaleRun) endToEnd(ctx context.Context) (figures, error) {
 	if _, err := closedLoop(rctx, c, 0, warm, r.sc.Clients); err != nil {
 		return figures{}, fmt.Errorf("warm-up: %w", err)
 	}
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() { profiled <- r.srv.profile(rctx, 5, profile) }()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	latencies, err := closedLoop(rctx, c, warm, r.sc.Round, r.sc.Clients)
 	elapsed := time.Since(start)
-	if err != nil {
+	if err = errors.Join(err, <-profiled); err != nil {
 		return figures{}, err
 	}
 	rss, err := r.srv.peakRSS()
@@ -298,8 +370,10 @@ const (
 )
 
 func (r *scaleRun) endToEndFigures(empty, full figures) {
-	at := fmt.Sprintf("end to end at %d reviews", r.sc.Reviews)
-	r.line(at, fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", full.PerSecond, ms(full.P99), float64(full.PeakRSS)/1e6), "", "")
+	r.line(fmt.Sprintf("end to end at the empty ledger, median of %d", r.sc.Pairs),
+		fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", empty.PerSecond, ms(empty.P99), float64(empty.PeakRSS)/1e6), "", "")
+	r.line(fmt.Sprintf("end to end at %d reviews, median of %d", r.sc.Reviews, r.sc.Pairs),
+		fmt.Sprintf("%.0f reviews/s, p99 %s, serve %.0f MB", full.PerSecond, ms(full.P99), float64(full.PeakRSS)/1e6), "", "")
 	rate := full.PerSecond / empty.PerSecond
 	r.line("  reviews/s at N / at the empty ledger", fmt.Sprintf("%.3f", rate), fmt.Sprintf(">= %.1f", targetScaleRatio), benchtarget.Verdict(rate, targetScaleRatio))
 	// A p99 ratio: the empty ledger's p99 over N's, so that >= 0.9 means

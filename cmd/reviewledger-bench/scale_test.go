@@ -33,11 +33,12 @@ func buildReviewledger(t *testing.T) string {
 func TestScaleRunPrintsEveryFigure(t *testing.T) {
 	bin := buildReviewledger(t)
 	sc, err := parseScaleFlags([]string{"-bin", bin, "-reviews", "2000", "-round", "300", "-clients", "8",
+		"-pairs", "2",
 		"-steady", "3s", "-samples", "3", "-timeout", "5m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.database = dbtest.URL(t)
+	sc.database, sc.emptyDatabase = dbtest.URL(t), dbtest.URL(t)
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -48,14 +49,15 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 	t.Log("\n" + text)
 	verdict := `(ok|flat|BELOW TARGET.*)$`
 	for _, figure := range []string{
-		`end to end at the empty ledger +\d+ reviews/s, p99 `,
 		`growth \(the product's write path\) +2000 reviews, \d+ events`,
 		`  final states +accepted \d+, manual_review 500, rejected \d+`,
 		`projections catch-up at N \(all read models\) +\d+ events .* >= 100000/s +` + verdict,
 		`bytes per review on disk, content excluded +\d+ B .*<= 1200 B +` + verdict,
 		`bytes per review on disk, content included +\d+ B`,
 		`  event +\d+ B/review`,
-		`end to end at 2000 reviews +\d+ reviews/s`,
+		`  pair 2: empty, then at N +\d+/s p99 [\d.]+ms; \d+/s p99 [\d.]+ms`,
+		`end to end at the empty ledger, median of 2 +\d+ reviews/s, p99 [\d.]+ms, serve \d+ MB`,
+		`end to end at 2000 reviews, median of 2 +\d+ reviews/s, p99 [\d.]+ms, serve \d+ MB`,
 		`  reviews/s at N / at the empty ledger +[\d.]+ +>= 0.9 +` + verdict,
 		`  p99 at the empty ledger / at N +[\d.]+ +>= 0.9 +` + verdict,
 		`manual queue +500 waiting`,
@@ -96,6 +98,7 @@ func TestScaleFlagsNameTheSetting(t *testing.T) {
 		{[]string{"-reviews", "10"}, "-reviews"},
 		{[]string{"-days", "20"}, "-days"},
 		{[]string{"-steady", "-1s"}, "-steady"},
+		{[]string{"-pairs", "0"}, "-pairs"},
 		{[]string{"-bin", "/nonexistent/reviewledger"}, "-bin"},
 	} {
 		_, err := parseScaleFlags(tc.args)

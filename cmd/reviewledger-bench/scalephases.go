@@ -173,7 +173,7 @@ func (r *scaleRun) bytes(ctx context.Context, events int64) error {
 		fmt.Sprintf("<= %d B", targetBytesNoContent), benchtarget.VerdictUnder(per(all-content), targetBytesNoContent+1))
 	r.line("bytes per review on disk, content included", fmt.Sprintf("%.0f B", per(all)), "", "")
 	for _, s := range sizes {
-		if s.total < 64<<10 {
+		if per(s.total) < 1 {
 			continue
 		}
 		r.line("  "+s.name, fmt.Sprintf("%.0f B/review (heap+TOAST %.0f, indexes %.0f)", per(s.total), per(s.total-s.indexes), per(s.indexes)), "", "")
