@@ -19,6 +19,14 @@
 //	go build -o bin/reviewledger ./cmd/reviewledger
 //	go run ./cmd/reviewledger-bench -bin bin/reviewledger
 //
+// The scale command (scale.go, make bench-scale) grows one ledger to
+// millions of reviews through the product's own write path and measures
+// it there: end to end against the empty ledger, the queue and SLO
+// queries, the catch-up, rebuild and audit, the retention purge, bytes per
+// review and a steady load:
+//
+//	go run ./cmd/reviewledger-bench scale -bin bin/reviewledger -reviews 1000000
+//
 // docs/benchmarks.md has the figures and how to read them.
 package main
 
