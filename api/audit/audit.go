@@ -7,8 +7,11 @@
 // written by earlier verifications and, when wired, the review_summary read
 // model. The chain shows an event altered, removed or reordered in the
 // middle of a stream; the witnesses show a removed tail, a removed stream,
-// and a history rewritten with a recomputed chain. Replay renders one
-// review's timeline and the state rebuilt from it.
+// and a history rewritten with a recomputed chain. With public keys, the
+// signed checkpoints are checked too, and with an archive of them kept
+// outside the database (the witness), that the database still holds what
+// they signed, which a restore to an earlier point does not. Replay
+// renders one review's timeline and the state rebuilt from it.
 package audit
 
 import (

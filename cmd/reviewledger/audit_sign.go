@@ -21,7 +21,10 @@ import (
 // command. With a key, serve signs checkpoints of the ledger every
 // interval (in the projector role) and on demand (POST
 // /v1/audit/checkpoints); auditors check them with `audit verify
-// --public-key`. docs/operations.md ("Audit") describes the key files.
+// --public-key`. With a witness directory, every checkpoint is also
+// written there, outside the database, for `audit verify --witness`.
+// docs/operations.md ("Audit", "Backup and restore") describes the key
+// files and the witness.
 type AuditSigningConfig struct {
 	KeyFile    string        `name:"audit-signing-key" env:"REVIEWLEDGER_AUDIT_SIGNING_KEY" help:"Ed25519 signing key file (PEM, PKCS #8; reviewledger audit keygen writes one): serve signs audit checkpoints with it. None are signed when unset."`
 	Interval   time.Duration `name:"audit-checkpoint-interval" env:"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL" default:"1m" help:"How often serve signs an audit checkpoint of the reviews that grew."`
