@@ -68,6 +68,10 @@ var archiveName = regexp.MustCompile(`^[0-9]{20}\.checkpoint$`)
 
 const signaturePrefix = "signature "
 
+// archiveMode is an archived file's mode: readable by the group that ships
+// the files, written by nobody.
+const archiveMode = 0o440
+
 // OpenDirArchive returns the archive in dir, which must be an existing
 // directory this process can create files in (checked by creating and
 // removing one).
@@ -160,6 +164,10 @@ func (a DirArchive) Put(ctx context.Context, s Stored) error {
 		return fmt.Errorf("archive checkpoint #%d: %w", s.Seq, err)
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(archiveMode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("archive checkpoint #%d: %w", s.Seq, err)
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("archive checkpoint #%d: %w", s.Seq, err)

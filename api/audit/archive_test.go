@@ -71,6 +71,9 @@ func TestDirArchive(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(held), string(chain[2].Body)) || !strings.Contains(string(held), "\nsignature ") {
 		t.Fatalf("%s: %q %v, want the body then the signature", file, held, err)
 	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o440 {
+		t.Fatalf("%s: mode %v %v, want 0440", file, fi.Mode(), err)
+	}
 
 	// Putting the same again is a retry; a different one is refused and the
 	// file stays.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -126,6 +128,26 @@ func TestTheWitnessCatchesARollBack(t *testing.T) {
 	rep, _ = v.Verify(ctx, "")
 	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "checkpoint #2: the database holds another checkpoint under this seq than the "+witness.Name()) {
 		t.Fatalf("a second #2: broken:\n%s", msg)
+	}
+
+	// A witness file altered after it was written is named.
+	file := filepath.Join(witness.Dir, "00000000000000000001.checkpoint")
+	held, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o640); err != nil { // archived files are read-only
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(string(held), "head kept 8", "head kept 7", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = v.Verify(ctx, "")
+	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "checkpoint #1 in the "+witness.Name()+": the signature does not verify (altered)") {
+		t.Fatalf("an altered witness file: broken:\n%s", msg)
+	}
+	if err := os.WriteFile(file, held, 0o644); err != nil {
+		t.Fatal(err)
 	}
 
 	// A key the auditor does not know is named for the witness's files too.
