@@ -141,10 +141,13 @@ type Report struct {
 	Latest      *Checkpoint
 	Broken      []string
 	Unsigned    int
-	// With an Archive: how many of its checkpoints verified, and the seqs
-	// of those the database does not hold (Broken names each).
-	Archived int
-	Lost     []int64
+	// With an Archive: how many of its checkpoints verified, the seqs of
+	// those the database does not hold (Broken names each), and how many
+	// stored checkpoints come after the archive's last (not archived or
+	// not copied yet: no damage, but not witnessed).
+	Archived    int
+	Lost        []int64
+	Unwitnessed int
 }
 
 // Err is nil when nothing is damaged, and otherwise names every damaged
@@ -339,13 +342,20 @@ func (v *Verifier) archivedMarks(ctx context.Context, reviewID string, keys map[
 	broken := func(format string, args ...any) {
 		rep.Broken = append(rep.Broken, fmt.Sprintf(format, args...))
 	}
-	if len(archived) == 0 {
-		broken("the %s holds no signed checkpoint: nothing to check the database against", name)
-		return nil
+	var last int64
+	if len(archived) > 0 {
+		last = archived[len(archived)-1].Seq
 	}
 	inDB := make(map[int64][]byte, len(stored))
 	for _, st := range stored {
 		inDB[st.Seq] = st.Body
+		if st.Seq > last {
+			rep.Unwitnessed++
+		}
+	}
+	if len(archived) == 0 {
+		broken("the %s holds no signed checkpoint: nothing to check the database against", name)
+		return nil
 	}
 	newest := make(map[string]witnessMark)
 	for _, c := range verifyChain(archived, keys, " in the "+name, broken) {

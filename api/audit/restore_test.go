@@ -71,6 +71,23 @@ func TestTheWitnessCatchesARollBack(t *testing.T) {
 		t.Fatalf("witness holds up to #%d (%v), want #3", got, err)
 	}
 
+	// A copy of the witness taken before #3 was shipped: intact, #3 not
+	// witnessed.
+	all, err := witness.All(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := audit.DirArchive{Dir: t.TempDir()}
+	for _, st := range all[:2] {
+		if err := stale.Put(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staleV := &audit.Verifier{Store: store, Histories: l, Checkpoints: checkpoints, PublicKeys: []ed25519.PublicKey{pub}, Archive: stale}
+	if rep, err := staleV.Verify(ctx, ""); err != nil || rep.Err() != nil || rep.Archived != 2 || rep.Unwitnessed != 1 {
+		t.Fatalf("a stale copy of the witness: %+v %v %v, want intact with 1 checkpoint not witnessed", rep, err, rep.Err())
+	}
+
 	// Roll back to checkpoint #1.
 	for _, sql := range []string{
 		`DELETE FROM event WHERE stream IN ('review-new', 'review-newer') OR (stream = 'review-grown' AND revision > 1)`,
@@ -126,7 +143,8 @@ func TestTheWitnessCatchesARollBack(t *testing.T) {
 		t.Fatalf("%v witness failures, want 1", n)
 	}
 	rep, _ = v.Verify(ctx, "")
-	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "checkpoint #2: the database holds another checkpoint under this seq than the "+witness.Name()) {
+	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "checkpoint #2: the database holds another checkpoint under this seq than the "+witness.Name()) ||
+		rep.Unwitnessed != 0 {
 		t.Fatalf("a second #2: broken:\n%s", msg)
 	}
 

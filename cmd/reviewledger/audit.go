@@ -89,7 +89,8 @@ func (c *AuditVerifyCmd) Run(ctx context.Context, log *slog.Logger, out io.Write
 			rep.Checkpoints, len(rep.Broken), latest, rep.Unsigned)
 	}
 	if c.Witness != "" {
-		fmt.Fprintf(out, "witness %s: %d checkpoints verified, %d not in the database%s\n", c.Witness, rep.Archived, len(rep.Lost), seqList(rep.Lost))
+		fmt.Fprintf(out, "witness %s: %d checkpoints verified, %d not in the database%s; %d in the database not in the witness\n",
+			c.Witness, rep.Archived, len(rep.Lost), seqList(rep.Lost), rep.Unwitnessed)
 	}
 	if n > 0 || len(rep.Broken) > 0 {
 		// Each damage is on its own line above; the error stays one line.

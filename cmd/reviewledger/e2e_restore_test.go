@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -92,7 +93,7 @@ func TestE2ERestoreIsCheckedAgainstTheWitness(t *testing.T) {
 		t.Helper()
 		eventually(t, what, func() (bool, string) {
 			code, out, errOut := srv.cli(t, verifyArgs...)
-			return code == 0 && strings.Contains(out, "0 events not yet signed") && strings.Contains(out, "0 not in the database"), out + errOut
+			return code == 0 && strings.Contains(out, "0 events not yet signed") && strings.Contains(out, "0 not in the database; 0 in the database not in the witness"), out + errOut
 		})
 	}
 
@@ -152,7 +153,8 @@ func TestE2ERestoreIsCheckedAgainstTheWitness(t *testing.T) {
 	}
 
 	// The original holds everything the witness signed.
-	if code, out, errOut := runBin(t, map[string]string{"DATABASE_URL": dbURL}, verifyArgs...); code != 0 || !strings.Contains(out, "5 reviews") {
+	if code, out, errOut := runBin(t, map[string]string{"DATABASE_URL": dbURL}, verifyArgs...); code != 0 || !strings.Contains(out, "5 reviews") ||
+		!strings.Contains(out, fmt.Sprintf("witness %s: %d checkpoints verified, 0 not in the database; 0 in the database not in the witness\n", witness, last)) {
 		t.Fatalf("original, with the witness: exit %d\n%s%s", code, out, errOut)
 	}
 	// --witness is checked with the public keys only.
