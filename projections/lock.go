@@ -23,7 +23,7 @@ func lockKey(kind, name string) int64 {
 // session holds it. The lock goes with the session: when a process dies,
 // its connection closes and the next waiter takes over.
 func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) error) error {
-	return withAdvisoryLock(ctx, r.cfg.Pool, lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
+	return withAdvisoryLock(ctx, r.sessions(), lockKey("run", p.name()), r.cfg.PollInterval, func(conn *pgx.Conn) error {
 		r.metrics.active.WithLabelValues(p.name()).Set(1)
 		defer r.metrics.active.WithLabelValues(p.name()).Set(0)
 		if p.name() == SLO {
@@ -32,6 +32,14 @@ func (r *Runner) withLock(ctx context.Context, p projection, fn func(*pgx.Conn) 
 		}
 		return fn(conn)
 	})
+}
+
+// sessions is the pool whose settings the run locks' connections use.
+func (r *Runner) sessions() *pgxpool.Pool {
+	if r.cfg.Sessions != nil {
+		return r.cfg.Sessions
+	}
+	return r.cfg.Pool
 }
 
 // withLocks runs fn holding the run locks of every one of ps, taken one

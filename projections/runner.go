@@ -34,6 +34,10 @@ var errNewerVersion = errors.New("projection rows were built by a newer version"
 type Config struct {
 	// Pool holds the read models; required.
 	Pool *pgxpool.Pool
+	// Sessions is the pool whose connection settings the run locks'
+	// connections use (advisory locks live in a server session, which a
+	// transaction pooler in front of Pool would not keep); default Pool.
+	Sessions *pgxpool.Pool
 	// Store is the ledger; required. Any backend: the runner uses only the
 	// eventstore.Store interface.
 	Store eventstore.Store

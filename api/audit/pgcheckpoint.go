@@ -13,6 +13,18 @@ import (
 // 0050_audit_checkpoint).
 type PGCheckpoints struct {
 	Pool *pgxpool.Pool
+	// Sessions is where the signing lock is taken, on a session of its
+	// own (a transaction pooler in front of Pool would not keep it);
+	// default Pool.
+	Sessions *pgxpool.Pool
+}
+
+// sessions is the pool of the signing lock's session.
+func (p PGCheckpoints) sessions() *pgxpool.Pool {
+	if p.Sessions != nil {
+		return p.Sessions
+	}
+	return p.Pool
 }
 
 // Stored is a checkpoint as stored: its body and signature.
@@ -104,7 +116,7 @@ func (p PGCheckpoints) insert(ctx context.Context, s Stored, c Checkpoint) error
 // ledger's global order (pgstore reads only below the oldest running
 // transaction), the very order the round reads.
 func (p PGCheckpoints) lock(ctx context.Context) (unlock func(), err error) {
-	conn, err := p.Pool.Acquire(ctx)
+	conn, err := p.sessions().Acquire(ctx)
 	if err != nil {
 		return nil, dbErr(ctx, "audit signing lock", err)
 	}

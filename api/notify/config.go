@@ -86,6 +86,11 @@ type Config struct {
 
 	// Pool holds notify_checkpoint and notify_delivery; required.
 	Pool *pgxpool.Pool
+	// Sessions is the pool whose connection settings the sender's
+	// election connection uses (an advisory lock lives in a server
+	// session, which a transaction pooler in front of Pool would not
+	// keep); default Pool.
+	Sessions *pgxpool.Pool
 	// Store is the ledger's event store, read in global order; required.
 	Store eventstore.Store
 	// Histories reads reviews' histories (*ledger.Ledger); required.
@@ -229,4 +234,12 @@ func newClient(conns int, timeout time.Duration) *http.Client {
 		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// sessions is the pool of the sender's election connection.
+func (c Config) sessions() *pgxpool.Pool {
+	if c.Sessions != nil {
+		return c.Sessions
+	}
+	return c.Pool
 }

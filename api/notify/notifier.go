@@ -48,7 +48,7 @@ func New(cfg Config) (*Notifier, error) {
 // failure is logged and everything tried again after RetryDelay.
 func (n *Notifier) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := pglock.Lead(ctx, n.cfg.Pool, lockKey, n.cfg.PollInterval, n.active)
+		err := pglock.Lead(ctx, n.cfg.sessions(), lockKey, n.cfg.PollInterval, n.active)
 		if ctx.Err() != nil {
 			return nil
 		}

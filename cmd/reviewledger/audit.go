@@ -108,7 +108,7 @@ func (c *AuditVerifyCmd) verifier(ctx context.Context, db *ledgerDB, log *slog.L
 	anchors := audit.Anchors(audit.PGAnchors{Pool: db.Pool})
 	closeRead := func() {}
 	if c.ReadURL != "" {
-		rpool, err := openReadPool(ctx, c.ReadURL)
+		rpool, err := openReadPool(ctx, c.ReadURL, 8)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -119,7 +119,7 @@ func (c *AuditVerifyCmd) verifier(ctx context.Context, db *ledgerDB, log *slog.L
 			rpool.Close()
 			log.Warn("REVIEWLEDGER_READ_DATABASE_URL does not answer as a standby; verifying on the primary", "error", fmt.Sprint(err))
 		default:
-			rstore, closeStore, err := c.Store.open(ctx, rpool, nil, log)
+			rstore, closeStore, err := c.Store.open(ctx, pools{Main: rpool, Sessions: rpool}, nil, log)
 			if err != nil {
 				rpool.Close()
 				return nil, nil, err

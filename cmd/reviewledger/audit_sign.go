@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/api"
@@ -78,7 +77,7 @@ type auditSigning struct {
 }
 
 // open returns the signing of a serve process.
-func (c AuditSigningConfig) open(pool *pgxpool.Pool, store eventstore.Store, led *ledger.Ledger, reg prometheus.Registerer, log *slog.Logger) (auditSigning, error) {
+func (c AuditSigningConfig) open(dbs pools, store eventstore.Store, led *ledger.Ledger, reg prometheus.Registerer, log *slog.Logger) (auditSigning, error) {
 	key, err := c.loadKey()
 	if err != nil || key == nil {
 		return auditSigning{}, err
@@ -87,7 +86,7 @@ func (c AuditSigningConfig) open(pool *pgxpool.Pool, store eventstore.Store, led
 	if err != nil {
 		return auditSigning{}, err
 	}
-	s, err := audit.NewSigner(audit.SignerConfig{Key: key, Store: store, Histories: led, Checkpoints: audit.PGCheckpoints{Pool: pool},
+	s, err := audit.NewSigner(audit.SignerConfig{Key: key, Store: store, Histories: led, Checkpoints: audit.PGCheckpoints{Pool: dbs.Main, Sessions: dbs.Sessions},
 		Archive: witness, Interval: c.Interval, Logger: log, Registerer: reg})
 	if err != nil {
 		return auditSigning{}, err

@@ -20,6 +20,7 @@ import (
 // checked by Validate, whose errors name the environment variable.
 type Config struct {
 	DatabaseURL    string `name:"database-url" env:"DATABASE_URL" default:"postgres://postgres@localhost:5432/reviewledger?sslmode=disable" help:"PostgreSQL connection string."`
+	SessionURL     string `name:"session-database-url" env:"REVIEWLEDGER_SESSION_DATABASE_URL" help:"The PostgreSQL server itself, for what needs a session of its own (advisory-lock elections, LISTEN, the migration and audit signing locks), when DATABASE_URL goes through a transaction pooler such as PgBouncer; DATABASE_URL when unset. Setting it apart from DATABASE_URL makes DATABASE_URL's default_query_exec_mode cache_describe."`
 	ReadURL        string `name:"read-database-url" env:"REVIEWLEDGER_READ_DATABASE_URL" help:"A streaming replica of DATABASE_URL's database (optional): the read models' queries (manual queue list, SLO, series) and audit verify read it, falling back to the primary while it is down or lags; everything else stays on the primary."`
 	Addr           string `name:"addr" env:"REVIEWLEDGER_ADDR" default:":8080" help:"Address the HTTP server listens on."`
 	PolicyFile     string `name:"policy" env:"REVIEWLEDGER_POLICY" help:"Policy file (YAML); the built-in default policy when unset."`
@@ -42,6 +43,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if _, err := pgxpool.ParseConfig(c.SessionURL); c.SessionURL != "" && err != nil {
+		return fmt.Errorf("REVIEWLEDGER_SESSION_DATABASE_URL: %w", err)
 	}
 	if _, err := pgxpool.ParseConfig(c.ReadURL); c.ReadURL != "" && err != nil {
 		return fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -187,7 +186,7 @@ func (c EngineConfig) Sim() provider.SimConfig {
 // REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs with
 // a secret of its own). Run it with eng.Run(ctx); call stop after it
 // returns. The ledger is the one every writer of the process uses.
-func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventstore.Store,
+func (c EngineConfig) NewEngine(cfg *Config, dbs pools, events eventstore.Store,
 	reg prometheus.Registerer, log *slog.Logger) (eng *engine.Engine, led *ledger.Ledger, stop func() error, err error) {
 	secret := cfg.CallbackSecret
 	if secret == "" {
@@ -216,6 +215,7 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 		}
 		p, stop = sim, sim.Close
 	}
+	pool := dbs.Main
 	store := pgwork.New(pool, events)
 	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Flushes: c.CommitFlushes, Window: c.CommitWindow})
 	ec := engine.Config{
@@ -224,7 +224,7 @@ func (c EngineConfig) NewEngine(cfg *Config, pool *pgxpool.Pool, events eventsto
 	}
 	c.Apply(&ec)
 	ec.SweepLeader = func(ctx context.Context, fn func(context.Context) error) error {
-		return pglock.Lead(ctx, pool, sweeperLockKey, time.Second, fn)
+		return pglock.Lead(ctx, dbs.Sessions, sweeperLockKey, time.Second, fn)
 	}
 	if c.Topic == "" {
 		ec.Topic = defaultTopic(pool.Config().ConnConfig.Database)

@@ -35,7 +35,7 @@ func openLedger(ctx context.Context, cfg *Config, sc StoreConfig, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := sc.open(ctx, pool, nil, log)
+	store, closeStore, err := sc.open(ctx, pools{Main: pool, Sessions: pool}, nil, log)
 	if err != nil {
 		pool.Close()
 		return nil, err

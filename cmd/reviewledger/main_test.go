@@ -34,6 +34,15 @@ var validEnv = map[string]string{
 	"REVIEWLEDGER_AUDIT_SIGNING_KEY":         "",
 	"REVIEWLEDGER_AUDIT_CHECKPOINT_INTERVAL": "",
 	"REVIEWLEDGER_AUDIT_WITNESS_DIR":         "",
+
+	"REVIEWLEDGER_DB_MAX_CONNS":         "",
+	"REVIEWLEDGER_SESSION_DATABASE_URL": "",
+	"REVIEWLEDGER_READ_DATABASE_URL":    "",
+	"REVIEWLEDGER_ROLES":                "",
+	"REVIEWLEDGER_WORKER_SWEEPS":        "",
+	"REVIEWLEDGER_NOTIFY_URL":           "",
+	"REVIEWLEDGER_NOTIFY_SECRET":        "",
+	"REVIEWLEDGER_PUBSUB":               "",
 }
 
 // setEnv sets the environment of a CLI run: validEnv with overrides, which

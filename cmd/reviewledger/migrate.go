@@ -24,7 +24,9 @@ type MigrateCmd struct {
 // Run applies every pending migration and prints what it applied.
 func (c *MigrateCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) error {
 	cfg := &c.Config
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	// The migration lock is a session's: on the server itself when
+	// DATABASE_URL goes through a transaction pooler.
+	pool, err := pgxpool.New(ctx, cfg.sessionURL())
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}

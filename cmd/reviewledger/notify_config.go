@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/api/notify"
@@ -54,12 +53,12 @@ func (c NotifyConfig) Validate() error {
 }
 
 // newNotifier builds the notifier of serve, nil when the webhooks are off.
-func (c NotifyConfig) newNotifier(pool *pgxpool.Pool, store eventstore.Store, histories notify.Histories,
+func (c NotifyConfig) newNotifier(dbs pools, store eventstore.Store, histories notify.Histories,
 	reg prometheus.Registerer, log *slog.Logger) (*notify.Notifier, error) {
 	if !c.enabled() {
 		return nil, nil
 	}
 	cfg := c.config()
-	cfg.Pool, cfg.Store, cfg.Histories, cfg.Registerer, cfg.Logger = pool, store, histories, reg, log
+	cfg.Pool, cfg.Sessions, cfg.Store, cfg.Histories, cfg.Registerer, cfg.Logger = dbs.Main, dbs.Sessions, store, histories, reg, log
 	return notify.New(cfg)
 }

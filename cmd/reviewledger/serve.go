@@ -35,6 +35,7 @@ type ServeCmd struct {
 	Notify NotifyConfig `embed:""`
 
 	Audit AuditSigningConfig `embed:""` // audit checkpoints (audit_sign.go)
+	Pools PoolConfig         `embed:""` // the connection budget (pools.go)
 
 	ClaimLease   time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight  int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
@@ -89,7 +90,8 @@ func (c *ServeCmd) Validate() error {
 	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == engine.PubSubGoChannel {
 		return fmt.Errorf("REVIEWLEDGER_ROLES: api and worker in separate processes need REVIEWLEDGER_PUBSUB=postgres or nats; gochannel work never leaves its process")
 	}
-	return nil
+	_, err := c.budget()
+	return err
 }
 
 // Run opens the database, applies pending migrations and runs every role
@@ -101,12 +103,17 @@ func (c *ServeCmd) Validate() error {
 func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	cfg := &c.Config
 	tuneGC(os.Getenv, log)
-	pool, err := c.openPool(ctx)
+	budget, err := c.budget()
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	if _, err := migrate(ctx, pool, log); err != nil {
+	dbs, err := c.openPools(ctx, budget, log)
+	if err != nil {
+		return err
+	}
+	defer dbs.Close()
+	pool := dbs.Main
+	if _, err := migrate(ctx, dbs.Sessions, log); err != nil {
 		return err
 	}
 	if len(cfg.Tokens) == 0 {
@@ -116,20 +123,15 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	store, closeStore, err := c.Store.open(ctx, pool, reg, log)
+	store, closeStore, err := c.Store.open(ctx, dbs, reg, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	readModels := projections.NewDB(pool).WithObjectives(projections.Objectives(cfg.Policy))
 	var replica *projections.Replica
-	if cfg.ReadURL != "" {
-		rpool, err := openReadPool(ctx, cfg.ReadURL)
-		if err != nil {
-			return err
-		}
-		defer rpool.Close()
-		replica = projections.NewReplica(pool, rpool, c.ReadMaxLag, log)
+	if dbs.Read != nil {
+		replica = projections.NewReplica(pool, dbs.Read, c.ReadMaxLag, log)
 		readModels = readModels.WithReplica(replica)
 	}
 
@@ -145,7 +147,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		}
 	}()
 	c.Engine.StopTimeout, c.Engine.Tracer = c.StopTimeout, tracer
-	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, pool, store, reg, log)
+	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, dbs, store, reg, log)
 	if err != nil {
 		return err
 	}
@@ -154,15 +156,15 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 			log.Warn("stop provider", "err", err)
 		}
 	}()
-	signing, err := c.Audit.open(pool, store, led, reg, log)
+	signing, err := c.Audit.open(dbs, store, led, reg, log)
 	if err != nil {
 		return err
 	}
-	projector, err := projections.NewRunner(projections.Config{Pool: pool, Store: store, Registerer: reg, Logger: log, Classes: cfg.Policy.Names()})
+	projector, err := projections.NewRunner(projections.Config{Pool: pool, Sessions: dbs.Sessions, Store: store, Registerer: reg, Logger: log, Classes: cfg.Policy.Names()})
 	if err != nil {
 		return err
 	}
-	notifier, err := c.Notify.newNotifier(pool, store, led, reg, log)
+	notifier, err := c.Notify.newNotifier(dbs, store, led, reg, log)
 	if err != nil {
 		return err
 	}
@@ -278,29 +280,6 @@ func serveProbes(ctx context.Context, server *api.Server, addr string, log *slog
 	return nil
 }
 
-// defaultPoolConns is the pool size unless DATABASE_URL sets
-// pool_max_conns: the engine's writes share a few group commits, so the
-// pool serves mostly the API's reads, the claims and the projector.
-const defaultPoolConns = 24
-
-// openPool opens the database pool. Unless DATABASE_URL sets
-// pool_max_conns, it has defaultPoolConns connections; pgx's own default,
-// the number of CPUs, starves the API on a small machine.
-func (c *ServeCmd) openPool(ctx context.Context) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	if !strings.Contains(c.DatabaseURL, "pool_max_conns") {
-		pc.MaxConns = defaultPoolConns
-	}
-	pool, err := newResettingPool(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	return pool, nil
-}
-
 // newResettingPool opens a pool that closes its idle connections as soon
 // as one statement finds its connection closed by the server (a restart,
 // a failover): they are all as dead, and each would fail one request.
@@ -319,16 +298,16 @@ func newResettingPool(ctx context.Context, pc *pgxpool.Config) (*pgxpool.Pool, e
 	return pool, nil
 }
 
-// openReadPool opens the replica's pool: a few connections unless the URL
-// sets pool_max_conns, and none until the first query, so that a replica
-// that is down delays nothing.
-func openReadPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// openReadPool opens the replica's pool: maxConns connections unless the
+// URL sets pool_max_conns, and none until the first query, so that a
+// replica that is down delays nothing.
+func openReadPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
 	}
 	if !strings.Contains(url, "pool_max_conns") {
-		pc.MaxConns = 8
+		pc.MaxConns = int32(maxConns)
 	}
 	pool, err := newResettingPool(ctx, pc)
 	if err != nil {

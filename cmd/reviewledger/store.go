@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -47,7 +46,7 @@ func (c StoreConfig) Validate() error {
 
 // open connects the configured backend. For PostgreSQL it also registers a
 // gauge of how far long-running transactions hold back the global order.
-func (c StoreConfig) open(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer, log *slog.Logger) (eventstore.Store, func(), error) {
+func (c StoreConfig) open(ctx context.Context, dbs pools, reg prometheus.Registerer, log *slog.Logger) (eventstore.Store, func(), error) {
 	if c.Backend == backendKurrentDB {
 		s, err := esdbstore.Open(ctx, c.URL)
 		if err != nil {
@@ -55,7 +54,7 @@ func (c StoreConfig) open(ctx context.Context, pool *pgxpool.Pool, reg prometheu
 		}
 		return s, s.Close, nil
 	}
-	s := pgstore.New(pool, pgstore.Config{Logger: log})
+	s := pgstore.New(dbs.Main, pgstore.Config{Logger: log, Sessions: dbs.Sessions})
 	if reg != nil {
 		stall := func() pgstore.Stall {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
@@ -82,7 +83,7 @@ func (s *Store) listen(ctx context.Context) {
 }
 
 func (s *Store) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.sessions().Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
@@ -101,6 +102,14 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		}
 		s.wake.fire()
 	}
+}
+
+// sessions is the pool whose settings the LISTEN connection uses.
+func (s *Store) sessions() *pgxpool.Pool {
+	if s.cfg.Sessions != nil {
+		return s.cfg.Sessions
+	}
+	return s.pool
 }
 
 // WaitForEvents implements eventstore.Store. It returns at once when events

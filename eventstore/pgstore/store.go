@@ -45,6 +45,11 @@ type Config struct {
 	NotifyInterval time.Duration
 	// Logger receives listener connection errors. Default slog.Default().
 	Logger *slog.Logger
+	// Sessions is the pool whose connection settings the LISTEN
+	// connection uses: a server session of its own, which a transaction
+	// pooler in front of the store's pool would not give. Default the
+	// store's pool.
+	Sessions *pgxpool.Pool
 }
 
 func (c *Config) setDefaults() {

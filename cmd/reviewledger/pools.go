@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/projections"
+)
+
+// minPoolConns is the smallest main pool a budget may leave: a claim and
+// a group commit in flight at once.
+const minPoolConns = 2
+
+// PoolConfig is the connection budget of a serve process. Its default, 32,
+// leaves a process running every role the 24 connections its pool has
+// always had beside the sessions its roles hold.
+type PoolConfig struct {
+	DBMaxConns int `name:"db-max-conns" env:"REVIEWLEDGER_DB_MAX_CONNS" default:"32" help:"Server sessions this process may hold in all: the sessions its roles hold (elections, LISTEN, the session pool), REVIEWLEDGER_READ_DATABASE_URL's pool (a quarter, 2 to 8) and DATABASE_URL's pool (the rest). A pool_max_conns in a URL sizes that pool, and the whole must still fit."`
+}
+
+// connBudget is how a process shares REVIEWLEDGER_DB_MAX_CONNS.
+type connBudget struct {
+	Held int // sessions held outside any pool: elections and LISTEN
+	Sess int // the session pool: the migration lock, then the audit signing lock
+	Read int // REVIEWLEDGER_READ_DATABASE_URL's pool, 0 without one
+	Pool int // DATABASE_URL's pool
+}
+
+// Total is every server session the process may hold.
+func (b connBudget) Total() int { return b.Held + b.Sess + b.Read + b.Pool }
+
+// heldSessions counts the sessions the process's roles hold on
+// connections of their own (REVIEWLEDGER_SESSION_DATABASE_URL): the
+// event store's LISTEN, one advisory-lock election per sweeper candidacy,
+// per projection and for the webhook sender.
+func (c *ServeCmd) heldSessions() int {
+	n := 0
+	if c.Store.Backend != backendKurrentDB {
+		n++ // LISTEN
+	}
+	if c.runs(roleSweeper) || (c.runs(roleWorker) && c.WorkerSweeps) {
+		n++
+	}
+	if c.runs(roleProjector) {
+		n += len(projections.Names())
+		if c.Notify.enabled() {
+			n++
+		}
+	}
+	return n
+}
+
+// budget shares REVIEWLEDGER_DB_MAX_CONNS between the process's sessions
+// and pools. The error names the setting and the figures.
+func (c *ServeCmd) budget() (connBudget, error) {
+	const setting = "REVIEWLEDGER_DB_MAX_CONNS"
+	b := connBudget{Held: c.heldSessions(), Sess: 1}
+	if c.Pools.DBMaxConns <= 0 {
+		return b, fmt.Errorf("%s: must be a positive number of server sessions, got %d", setting, c.Pools.DBMaxConns)
+	}
+	if c.ReadURL != "" {
+		b.Read = min(max(c.Pools.DBMaxConns/4, 2), 8)
+		if n, ok := urlMaxConns(c.ReadURL); ok {
+			b.Read = n
+		}
+	}
+	b.Pool = c.Pools.DBMaxConns - b.Held - b.Sess - b.Read
+	if n, ok := urlMaxConns(c.DatabaseURL); ok {
+		b.Pool = n
+	}
+	if b.Pool < minPoolConns || b.Total() > c.Pools.DBMaxConns {
+		return b, fmt.Errorf("%s: %d server sessions do not hold this process's roles (%s): %d held by its elections and LISTEN, 1 session pool, %d for the read pool and at least %d for DATABASE_URL's pool; raise it to %d",
+			setting, c.Pools.DBMaxConns, strings.Join(c.Roles, ","), b.Held, b.Read, max(b.Pool, minPoolConns), b.Held+b.Sess+b.Read+max(b.Pool, minPoolConns))
+	}
+	return b, nil
+}
+
+// urlMaxConns is the pool_max_conns a connection URL sets, if it sets one.
+func urlMaxConns(url string) (int, bool) {
+	if !strings.Contains(url, "pool_max_conns") {
+		return 0, false
+	}
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return 0, false
+	}
+	return int(pc.MaxConns), true
+}
+
+// sessionURL is where session features connect: the advisory-lock
+// elections, LISTEN, the migration and audit signing locks.
+func (c *Config) sessionURL() string {
+	if c.SessionURL != "" {
+		return c.SessionURL
+	}
+	return c.DatabaseURL
+}
+
+// pooled reports whether DATABASE_URL is declared to go through a
+// transaction pooler: a session URL is given apart from it.
+func (c *Config) pooled() bool { return c.SessionURL != "" && c.SessionURL != c.DatabaseURL }
+
+// pools are the connection pools of a serve process.
+type pools struct {
+	Main     *pgxpool.Pool // DATABASE_URL: ordinary traffic
+	Sessions *pgxpool.Pool // REVIEWLEDGER_SESSION_DATABASE_URL: session features
+	Read     *pgxpool.Pool // REVIEWLEDGER_READ_DATABASE_URL, nil without one
+}
+
+// Close closes every pool.
+func (p pools) Close() {
+	for _, pool := range []*pgxpool.Pool{p.Read, p.Sessions, p.Main} {
+		if pool != nil {
+			pool.Close()
+		}
+	}
+}
+
+// openPools opens the process's pools sized by b.
+func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger) (pools, error) {
+	var p pools
+	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return p, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pc.MaxConns = int32(b.Pool)
+	if c.pooled() && !strings.Contains(c.DatabaseURL, "default_query_exec_mode") {
+		// A transaction pooler hands each statement outside a transaction
+		// to any server session: prepared statements would go missing.
+		// Descriptions cached per connection need none, in one round trip.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
+	pc.ConnConfig.Tracer = &pooledStatements{log: log}
+	if p.Main, err = newResettingPool(ctx, pc); err != nil {
+		return p, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	sc, err := pgxpool.ParseConfig(c.sessionURL())
+	if err != nil {
+		p.Close()
+		return p, fmt.Errorf("REVIEWLEDGER_SESSION_DATABASE_URL: %w", err)
+	}
+	sc.MaxConns = int32(b.Sess)
+	if p.Sessions, err = newResettingPool(ctx, sc); err != nil {
+		p.Close()
+		return p, fmt.Errorf("REVIEWLEDGER_SESSION_DATABASE_URL: %w", err)
+	}
+	if c.ReadURL != "" {
+		if p.Read, err = openReadPool(ctx, c.ReadURL, b.Read); err != nil {
+			p.Close()
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// SQLSTATEs of a prepared statement that is not on the server session it
+// was prepared on: what a transaction pooler does to pgx's statement
+// cache.
+const (
+	sqlstateNoStatement    = "26000" // invalid_sql_statement_name
+	sqlstateStatementTaken = "42P05" // duplicate_prepared_statement
+)
+
+// pooledStatements is a tracer of DATABASE_URL's pool that says, once and
+// in one line naming the setting, what is wrong when prepared statements
+// go missing: DATABASE_URL reaches a transaction pooler while its
+// connections cache prepared statements.
+type pooledStatements struct {
+	log  *slog.Logger
+	said atomic.Bool
+}
+
+func (t *pooledStatements) check(conn *pgx.Conn, err error) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != sqlstateNoStatement && pgErr.Code != sqlstateStatementTaken) {
+		return
+	}
+	if conn == nil || conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || !t.said.CompareAndSwap(false, true) {
+		return
+	}
+	t.log.Error("DATABASE_URL: prepared statements go missing between statements, so it reaches a transaction pooler (PgBouncer pool_mode=transaction); add default_query_exec_mode=cache_describe to DATABASE_URL, or set REVIEWLEDGER_SESSION_DATABASE_URL to the server itself, which makes it the default",
+		"sqlstate", pgErr.Code, "error", pgErr.Message)
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (t *pooledStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (t *pooledStatements) TraceQueryEnd(_ context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	t.check(conn, data.Err)
+}
