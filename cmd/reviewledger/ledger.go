@@ -46,7 +46,11 @@ func openLedger(ctx context.Context, cfg *Config, sc StoreConfig, log *slog.Logg
 // openMigrated opens DATABASE_URL and checks, changing nothing, that it has
 // every migration of this program.
 func openMigrated(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pc, err := cfg.mainPoolConfig(ctx, slog.Default())
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}

@@ -26,7 +26,14 @@ func (c *MigrateCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) e
 	cfg := &c.Config
 	// The migration lock is a session's: on the server itself when
 	// DATABASE_URL goes through a transaction pooler.
-	pool, err := pgxpool.New(ctx, cfg.sessionURL())
+	pc, err := pgxpool.ParseConfig(cfg.sessionURL())
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if pooled, err := pooler(ctx, pc.ConnConfig); err == nil && pooled {
+		return cfg.sessionPooled()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}

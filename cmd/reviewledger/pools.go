@@ -104,9 +104,59 @@ func (c *Config) sessionURL() string {
 	return c.DatabaseURL
 }
 
-// pooled reports whether DATABASE_URL is declared to go through a
-// transaction pooler: a session URL is given apart from it.
-func (c *Config) pooled() bool { return c.SessionURL != "" && c.SessionURL != c.DatabaseURL }
+// sessionPooled is the error of a session URL that reaches a pooler.
+func (c *Config) sessionPooled() error {
+	if c.SessionURL == "" {
+		return errors.New("DATABASE_URL: reaches a connection pooler, which keeps no session for advisory locks and LISTEN: set REVIEWLEDGER_SESSION_DATABASE_URL to the PostgreSQL server itself")
+	}
+	return errors.New("REVIEWLEDGER_SESSION_DATABASE_URL: reaches a connection pooler, which keeps no session for advisory locks and LISTEN: name the PostgreSQL server itself")
+}
+
+// mainPoolConfig is DATABASE_URL's pool configuration. When DATABASE_URL
+// reaches a transaction pooler (pooler) and names no
+// default_query_exec_mode, its statements run in cache_describe mode; one
+// that names cache_statement there is refused. Missing prepared
+// statements are reported naming the setting.
+func (c *Config) mainPoolConfig(ctx context.Context, log *slog.Logger) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pc.ConnConfig.Tracer = &pooledStatements{log: log}
+	pooled, err := pooler(ctx, pc.ConnConfig)
+	if err != nil || !pooled {
+		return pc, nil // the pool's own connection errors say what is wrong
+	}
+	switch {
+	case !strings.Contains(c.DatabaseURL, "default_query_exec_mode"):
+		// A transaction pooler hands each statement outside a transaction
+		// to any server session: prepared statements would go missing.
+		// Descriptions cached per connection need none, in one round trip.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	case pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement:
+		return nil, errors.New("DATABASE_URL: reaches a connection pooler, which keeps no prepared statement: drop default_query_exec_mode=cache_statement (cache_describe is then the default)")
+	}
+	return pc, nil
+}
+
+// pooler reports whether cc reaches a connection pooler rather than a
+// server session of its own: PgBouncer answers the startup with a
+// process ID of its own making, the server with its backend's.
+func pooler(ctx context.Context, cc *pgx.ConnConfig) (bool, error) {
+	probe := cc.Copy()
+	probe.Tracer = nil
+	probe.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, probe)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var pid uint32
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return false, err
+	}
+	return pid != conn.PgConn().PID(), nil
+}
 
 // pools are the connection pools of a serve process.
 type pools struct {
@@ -127,18 +177,11 @@ func (p pools) Close() {
 // openPools opens the process's pools sized by b.
 func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger) (pools, error) {
 	var p pools
-	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	pc, err := c.mainPoolConfig(ctx, log)
 	if err != nil {
-		return p, fmt.Errorf("DATABASE_URL: %w", err)
+		return p, err
 	}
 	pc.MaxConns = int32(b.Pool)
-	if c.pooled() && !strings.Contains(c.DatabaseURL, "default_query_exec_mode") {
-		// A transaction pooler hands each statement outside a transaction
-		// to any server session: prepared statements would go missing.
-		// Descriptions cached per connection need none, in one round trip.
-		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-	}
-	pc.ConnConfig.Tracer = &pooledStatements{log: log}
 	if p.Main, err = newResettingPool(ctx, pc); err != nil {
 		return p, fmt.Errorf("DATABASE_URL: %w", err)
 	}
@@ -146,6 +189,10 @@ func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger
 	if err != nil {
 		p.Close()
 		return p, fmt.Errorf("REVIEWLEDGER_SESSION_DATABASE_URL: %w", err)
+	}
+	if pooled, err := pooler(ctx, sc.ConnConfig); err == nil && pooled {
+		p.Close()
+		return p, c.sessionPooled()
 	}
 	sc.MaxConns = int32(b.Sess)
 	if p.Sessions, err = newResettingPool(ctx, sc); err != nil {
@@ -186,7 +233,7 @@ func (t *pooledStatements) check(conn *pgx.Conn, err error) {
 	if conn == nil || conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || !t.said.CompareAndSwap(false, true) {
 		return
 	}
-	t.log.Error("DATABASE_URL: prepared statements go missing between statements, so it reaches a transaction pooler (PgBouncer pool_mode=transaction); add default_query_exec_mode=cache_describe to DATABASE_URL, or set REVIEWLEDGER_SESSION_DATABASE_URL to the server itself, which makes it the default",
+	t.log.Error("DATABASE_URL: prepared statements go missing between statements, so it reaches a transaction pooler (PgBouncer pool_mode=transaction); drop default_query_exec_mode from DATABASE_URL (cache_describe is the default through a pooler) or name cache_describe",
 		"sqlstate", pgErr.Code, "error", pgErr.Message)
 }
 
