@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -182,6 +183,7 @@ func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger
 		return p, err
 	}
 	pc.MaxConns = int32(b.Pool)
+	named(pc)
 	if p.Main, err = newResettingPool(ctx, pc); err != nil {
 		return p, fmt.Errorf("DATABASE_URL: %w", err)
 	}
@@ -195,6 +197,7 @@ func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger
 		return p, c.sessionPooled()
 	}
 	sc.MaxConns = int32(b.Sess)
+	named(sc)
 	if p.Sessions, err = newResettingPool(ctx, sc); err != nil {
 		p.Close()
 		return p, fmt.Errorf("REVIEWLEDGER_SESSION_DATABASE_URL: %w", err)
@@ -206,6 +209,15 @@ func (c *ServeCmd) openPools(ctx context.Context, b connBudget, log *slog.Logger
 		}
 	}
 	return p, nil
+}
+
+// named gives pc's sessions the process's application_name (the one its
+// election sessions have, pglock.AppName) unless the URL names one, so
+// that pg_stat_activity shows which process holds each.
+func named(pc *pgxpool.Config) {
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = pglock.AppName()
+	}
 }
 
 // SQLSTATEs of a prepared statement that is not on the server session it

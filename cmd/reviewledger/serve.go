@@ -309,6 +309,7 @@ func openReadPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool,
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = int32(maxConns)
 	}
+	named(pc)
 	pool, err := newResettingPool(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("REVIEWLEDGER_READ_DATABASE_URL: %w", err)
