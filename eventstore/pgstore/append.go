@@ -304,7 +304,8 @@ func storeErr(op string, ctx context.Context, err error) error {
 // used, rather than that it refused the statement: anything but an error
 // the server reported (the connection could not be made, was lost, or the
 // pool is closed), and the server's errors of that kind (connection
-// exceptions, shutting down or starting up, out of connections).
+// exceptions, shutting down or starting up, out of connections, a
+// primary demoted to a standby under the connection: demoted).
 func Unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -316,6 +317,8 @@ func Unavailable(err error) bool {
 	case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin or crash shutdown, cannot connect now
 		return true
 	case pgErr.Code == "53300": // too many connections
+		return true
+	case demoted(err):
 		return true
 	}
 	return false

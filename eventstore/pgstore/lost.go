@@ -51,9 +51,24 @@ func connectionLost(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
+// demoted reports whether err is the server refusing a write because it
+// is a standby (read_only_sql_transaction): the primary this connection
+// was made to has been demoted in a failover, and another server takes
+// the writes now. The connection itself is still open, so neither the
+// pool nor the socket notices: every connection to that server, idle or
+// in use, must be dropped and dialled again (target_session_attrs then
+// finds the new primary), and the write is retried like one that lost
+// its connection. A transaction a client declared READ ONLY itself never
+// writes, so on the primary this code is not met.
+func demoted(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006"
+}
+
 // LostConnections is a pgx tracer that resets a pool as soon as one of its
-// statements finds its connection closed by the server: after a restart
-// or a failover every connection the pool holds idle is as dead, and the
+// statements finds its connection closed by the server, or its server
+// demoted to a standby (demoted): after a restart or a failover every
+// connection the pool holds idle is as dead, and the
 // pool would hand each out once more (unchecked when it was used less
 // than a second ago), each to fail one request. It resets at most once a
 // second: the connections in use at a reset are closed when released, so
@@ -68,7 +83,7 @@ type LostConnections struct {
 func (l *LostConnections) Watch(pool *pgxpool.Pool) { l.pool.Store(pool) }
 
 func (l *LostConnections) lost(conn *pgx.Conn, err error) {
-	if err == nil || conn == nil || !conn.IsClosed() || !connectionLost(err) {
+	if err == nil || conn == nil || !demoted(err) && (!conn.IsClosed() || !connectionLost(err)) {
 		return
 	}
 	p := l.pool.Load()

@@ -181,3 +181,40 @@ func pid(t *testing.T, pool *pgxpool.Pool) uint32 {
 	defer c.Release()
 	return c.Conn().PgConn().PID()
 }
+
+// TestDemotedServerIsUnavailable: a server that refuses writes because it
+// has become a standby (read_only_sql_transaction, as every session of a
+// demoted primary gets; here the pool's sessions are made read-only the
+// same way) makes an append fail as unavailable, to be retried, never as
+// a refusal, and the traced pool drops its connections to it at once, so
+// that the next one is dialled afresh. Untraced, the pool keeps the
+// connection (the control).
+func TestDemotedServerIsUnavailable(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	for _, traced := range []bool{false, true} {
+		lost := &pgstore.LostConnections{}
+		pool := dbtest.PoolOn(t, url, func(c *pgxpool.Config) {
+			c.MaxConns = 1
+			c.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+			if traced {
+				c.ConnConfig.Tracer = lost
+			}
+		})
+		lost.Watch(pool)
+		s := pgstore.New(pool, pgstore.Config{})
+		t.Cleanup(s.Close)
+		before := pid(t, pool)
+		_, err := s.Append(ctxFor(t), "review-demoted", eventstore.NoStream, newEvents(1, "E")...)
+		if !errors.Is(err, eventstore.ErrUnavailable) {
+			t.Fatalf("append on a read-only server (traced %v): %v, want it to match ErrUnavailable", traced, err)
+		}
+		after := pid(t, pool)
+		switch {
+		case traced && after == before:
+			t.Errorf("the traced pool kept its connection (backend %d) to the server that refused the write as a standby", before)
+		case !traced && after != before:
+			t.Errorf("untraced, the pool dialled anew (backend %d, then %d): the test does not keep the connection", before, after)
+		}
+	}
+}

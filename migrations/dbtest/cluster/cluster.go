@@ -339,3 +339,10 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// BinDir returns the directory of PostgreSQL's server binaries, for kits
+// that run them another way (the patroni kit hands it to Patroni).
+func BinDir() (string, error) { return binDir() }
+
+// FreePort returns a port on 127.0.0.1 nothing listens on now.
+func FreePort() (int, error) { return freePort() }
