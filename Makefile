@@ -35,6 +35,10 @@ run: services ## Run the service locally (serve), with development tokens unless
 topology: ## Start the multi-node topology on this machine (3 NATS nodes, PostgreSQL primary and replica, API, 2 workers, 2 projector/sweeper processes) until Ctrl-C; private servers only (.ci/topology).
 	.ci/topology
 
+.PHONY: ha
+ha: ## Start a private Patroni cluster (3 etcd members, 3 PostgreSQL nodes, synchronous_mode) until Ctrl-C and print its DATABASE_URL; never the machine's own server (.ci/ha).
+	.ci/ha
+
 .PHONY: build
 build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger

@@ -199,7 +199,15 @@ func TestE2EProjectorFailover(t *testing.T) {
 	}
 
 	// The read models the two processes built equal a rebuild.
-	eventually(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, api) })
+	checkRebuildEqual(t, api, dbURL)
+}
+
+// checkRebuildEqual waits for p's projections to catch up, then checks
+// that the read models on dbURL equal what `projections rebuild` makes of
+// the ledger.
+func checkRebuildEqual(t *testing.T, p *serveProc, dbURL string) {
+	t.Helper()
+	eventually(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, p) })
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, withPoolMax(t, dbURL, 2))
@@ -211,7 +219,7 @@ func TestE2EProjectorFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := api.cli(t, "projections", "rebuild"); code != 0 {
+	if code, out, errOut := p.cli(t, "projections", "rebuild"); code != 0 {
 		t.Fatalf("projections rebuild: exit %d\n%s%s", code, out, errOut)
 	}
 	after, err := projections.Dump(ctx, pool)
