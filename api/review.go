@@ -159,6 +159,9 @@ type eventView struct {
 	Type       string          `json:"type"`
 	RecordedAt time.Time       `json:"recorded_at"`
 	Data       json.RawMessage `json:"data"`
+	// Policy is the snapshot a schema 2 Submitted names by digest
+	// (data.policy_digest), resolved and checked against it.
+	Policy *domain.PolicySnapshot `json:"policy,omitempty"`
 }
 
 type eventsView struct {
@@ -180,6 +183,9 @@ func (s *Server) getEvents(c echo.Context) error {
 	v := eventsView{ReviewID: id, Events: make([]eventView, len(h.Events))}
 	for i, e := range h.Events {
 		v.Events[i] = eventView{Version: e.Revision, Type: e.Type, RecordedAt: e.RecordedAt.UTC(), Data: e.Data}
+		if sub, ok := e.Event.(domain.Submitted); ok && sub.PolicyDigest != "" {
+			v.Events[i].Policy = &sub.Policy
+		}
 	}
 	return c.JSON(http.StatusOK, v)
 }

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/reviewledger/reviewledger/domain"
 )
 
 func TestSubmit(t *testing.T) {
@@ -179,7 +181,13 @@ func TestGetEvents(t *testing.T) {
 		t.Fatalf("events %s", top["events"])
 	}
 	for i, e := range events {
-		wantKeys(t, e, "version", "type", "recorded_at", "data")
+		if i == 0 {
+			// The Submitted names its policy snapshot by digest; the
+			// snapshot is beside it.
+			wantKeys(t, e, "version", "type", "recorded_at", "data", "policy")
+		} else {
+			wantKeys(t, e, "version", "type", "recorded_at", "data")
+		}
 		if string(e["version"]) != []string{"0", "1"}[i] || string(e["type"]) != []string{`"Submitted"`, `"Escalated"`}[i] {
 			t.Fatalf("event %d: %v", i, e)
 		}
@@ -187,6 +195,10 @@ func TestGetEvents(t *testing.T) {
 	var sub map[string]any
 	if err := json.Unmarshal(events[0]["data"], &sub); err != nil || sub["review_id"] != "r1" || sub["payload_digest"] == nil {
 		t.Fatalf("data is not the stored body: %s", events[0]["data"])
+	}
+	var pol domain.PolicySnapshot
+	if err := json.Unmarshal(events[0]["policy"], &pol); err != nil || sub["policy"] != nil || sub["policy_digest"] != pol.Digest() || pol.BudgetMS == 0 {
+		t.Fatalf("policy %s (%v) is not the snapshot data names by digest: %s", events[0]["policy"], err, events[0]["data"])
 	}
 	wantProblem(t, h.do("GET", "/v1/reviews/nope/events", auditorToken, ""), http.StatusNotFound, "review-not-found", "")
 	wantProblem(t, h.do("GET", "/v1/reviews/r1/events", submitterToken, ""), http.StatusForbidden, "forbidden", "")

@@ -26,9 +26,14 @@ const (
 	TypeUnheld                 = "Unheld"
 )
 
-// SchemaVersion is the version of the event bodies written by this code.
-// Readers accept every version up to it.
-const SchemaVersion = 1
+// SchemaVersion is the version of the events written by this code.
+// Readers accept every version up to it. Versions are additive:
+//
+//   - 1: every Submitted holds its policy snapshot inline ("policy").
+//   - 2: a Submitted names its snapshot by digest ("policy_digest") and the
+//     snapshot is stored once, apart (the ledger resolves it on reading);
+//     the event metadata is compact (the ledger's Metadata).
+const SchemaVersion = 2
 
 // Event is one fact in a review's history. Event bodies hold what a decision
 // record needs and never the reviewed content.
@@ -38,15 +43,21 @@ type Event interface {
 
 // Submitted opens a review.
 type Submitted struct {
-	ReviewID      string         `json:"review_id"`
-	ContentClass  string         `json:"content_class"`
-	ContentType   string         `json:"content_type"`
-	PayloadDigest string         `json:"payload_digest"` // "sha256:<hex>" of the content
-	PayloadBytes  int            `json:"payload_bytes"`
-	Policy        PolicySnapshot `json:"policy"`
-	SubmittedAt   time.Time      `json:"submitted_at"`
-	Deadline      time.Time      `json:"deadline"`
-	SubmittedBy   string         `json:"submitted_by,omitempty"`
+	ReviewID      string `json:"review_id"`
+	ContentClass  string `json:"content_class"`
+	ContentType   string `json:"content_type"`
+	PayloadDigest string `json:"payload_digest"` // "sha256:<hex>" of the content
+	PayloadBytes  int    `json:"payload_bytes"`
+	// Policy is the class's policy in force. A schema 1 body holds it
+	// inline; a schema 2 body leaves it out and names it by PolicyDigest,
+	// and the reader fills it in from the stored snapshot before the event
+	// is applied (Apply checks the two agree).
+	Policy       PolicySnapshot `json:"policy,omitzero"`
+	PolicyDigest string         `json:"policy_digest,omitempty"` // PolicySnapshot.Digest of Policy
+
+	SubmittedAt time.Time `json:"submitted_at"`
+	Deadline    time.Time `json:"deadline"`
+	SubmittedBy string    `json:"submitted_by,omitempty"`
 }
 
 // AttemptStarted is appended before each provider call.

@@ -1,6 +1,9 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -257,6 +260,25 @@ type PolicySnapshot struct {
 	Claims      ClaimMode `json:"claims,omitempty"`
 	ManualSLAMS int64     `json:"manual_sla_ms,omitempty"`
 }
+
+// Canonical returns the stored bytes of s: the bytes its Digest is taken
+// over.
+func (s PolicySnapshot) Canonical() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("encode policy snapshot: %v", err)) // scalar fields only: cannot fail
+	}
+	return b
+}
+
+// PolicyDigest returns "sha256:<hex>" of canonical policy snapshot bytes.
+func PolicyDigest(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Digest returns the digest a schema 2 Submitted names s by.
+func (s PolicySnapshot) Digest() string { return PolicyDigest(s.Canonical()) }
 
 // Snapshot returns the recordable form of p.
 func (p ClassPolicy) Snapshot() PolicySnapshot {

@@ -139,6 +139,9 @@ func (r *Review) apply(e Event) error {
 		if r.exists {
 			return fmt.Errorf("review submitted twice")
 		}
+		if e.PolicyDigest != "" && e.Policy.Digest() != e.PolicyDigest {
+			return fmt.Errorf("policy snapshot does not match its digest %s (not resolved, or altered)", e.PolicyDigest)
+		}
 		r.id, r.class, r.contentType = e.ReviewID, e.ContentClass, e.ContentType
 		r.payloadDigest = e.PayloadDigest
 		r.policy = e.Policy.ClassPolicy()

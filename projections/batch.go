@@ -46,7 +46,7 @@ func (r *Runner) readBatch(ctx context.Context, pos eventstore.Position, until *
 			recorded, more = recorded[:n], true
 		}
 	}
-	events, skipped, err := decode(recorded)
+	events, skipped, err := decode(ctx, r.policies, recorded)
 	if err != nil {
 		return batch{err: err}
 	}

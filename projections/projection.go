@@ -11,6 +11,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // Projection names.
@@ -147,9 +148,10 @@ var knownTypes = map[string]bool{
 // streams, and the conflicting completions of conflict streams. Events of
 // other streams and of types this code does not know are skipped (and
 // counted in skipped): they are not review facts this version can project.
+// A Submitted that names its policy by digest gets it from policies.
 // A known type whose body does not decode is an error: the projection stops
 // rather than silently diverge from the ledger.
-func decode(recorded []eventstore.RecordedEvent) (events []event, skipped int, err error) {
+func decode(ctx context.Context, policies *ledger.Policies, recorded []eventstore.RecordedEvent) (events []event, skipped int, err error) {
 	events = make([]event, 0, len(recorded))
 	for _, r := range recorded {
 		id, ok := strings.CutPrefix(r.Stream, streamPrefix)
@@ -162,7 +164,7 @@ func decode(recorded []eventstore.RecordedEvent) (events []event, skipped int, e
 			skipped++
 			continue
 		}
-		e, err := domain.DecodeEvent(r.Type, r.Data)
+		e, err := policies.Decode(ctx, r.Type, r.Data)
 		if err != nil {
 			return nil, 0, fmt.Errorf("event %s at %s (%s revision %d): %w", r.ID, r.Position, r.Stream, r.Revision, err)
 		}

@@ -118,7 +118,7 @@ func (r *Runner) rebuildLocked(ctx context.Context, ps []projection) ([]RebuildR
 			if err != nil || len(recorded) == 0 {
 				return err
 			}
-			events, _, err := decode(recorded)
+			events, _, err := decode(gctx, r.policies, recorded)
 			if err != nil {
 				return err
 			}

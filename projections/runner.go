@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
@@ -125,6 +126,7 @@ type Runner struct {
 	projections []projection
 	metrics     *metrics
 	sli         *sliMetrics
+	policies    *ledger.Policies
 
 	// beforeCommit, when set (by tests), runs inside each batch's
 	// transaction after every projection's rows are written and before the
@@ -148,7 +150,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, projections: ps, metrics: m, sli: sli}, nil
+	return &Runner{cfg: cfg, projections: ps, metrics: m, sli: sli, policies: ledger.NewPolicies(cfg.Store)}, nil
 }
 
 // Run keeps every configured projection current until ctx is done, then

@@ -250,13 +250,14 @@ type checked struct {
 // each check found, in the order of ids; the first error stops them.
 func (v *Verifier) checkAll(ctx context.Context, ids []string, marks map[string][]witnessMark) ([]checked, error) {
 	out := make([]checked, len(ids))
+	policies := ledger.NewPolicies(v.Store) // read from the store, not from a cache of what was written
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(cmp.Or(v.Workers, 4*runtime.GOMAXPROCS(0)))
 	for i, id := range ids {
 		g.Go(func() error {
 			var err error
 			c := &out[i]
-			c.damage, c.head, c.events, err = v.check(ctx, id, marks[id])
+			c.damage, c.head, c.events, err = v.check(ctx, id, marks[id], policies)
 			return err
 		})
 	}
@@ -489,7 +490,7 @@ func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string, si
 
 // check verifies one review; it returns the damage found, the head to
 // anchor when intact, and the number of events read.
-func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark) ([]Damage, *Mark, int, error) {
+func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark, policies *ledger.Policies) ([]Damage, *Mark, int, error) {
 	h, err := v.Histories.History(ctx, id)
 	switch {
 	case errors.Is(err, domain.ErrReviewNotFound):
@@ -513,6 +514,13 @@ func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark) ([
 	}
 	if _, err := h.Snapshot(); err != nil {
 		return []Damage{{ReviewID: id, Revision: uint64(n - 1), Reason: "the history does not rebuild into a valid review: " + err.Error()}}, nil, n, nil
+	}
+	if s, ok := h.Events[0].Event.(domain.Submitted); ok && s.PolicyDigest != "" {
+		if _, err := policies.Get(ctx, s.PolicyDigest); errors.Is(err, domain.ErrCorruptHistory) {
+			return []Damage{{ReviewID: id, Revision: 0, Reason: "the policy snapshot its Submitted names is missing or altered: " + err.Error()}}, nil, n, nil
+		} else if err != nil {
+			return nil, nil, n, err
+		}
 	}
 	last := h.Events[n-1]
 	var ds []Damage

@@ -21,27 +21,31 @@ import (
 
 // rechainSQL recomputes a review stream's hash chain in SQL from its
 // revision 0, as a database administrator who read ledger/chain.go could:
-// each hash is SHA-256 over the length-prefixed previous hash, stream,
-// revision, type, actor and body.
+// each hash is SHA-256 over the length-prefixed previous hash (hex),
+// stream, revision, type, actor and body, stored in the compact metadata of
+// schema 2 as unpadded base64url ("h").
 const rechainSQL = `DO $$
 DECLARE
 	r    record;
 	prev text := '';
-	h    text;
+	h    bytea;
 BEGIN
 	FOR r IN SELECT revision, type, data, convert_from(metadata, 'UTF8')::jsonb AS meta FROM event
 		WHERE stream = '%[1]s' ORDER BY revision
 	LOOP
-		h := encode(sha256(
+		h := sha256(
 			pg_temp.part(convert_to(prev, 'UTF8')) || pg_temp.part(convert_to('%[1]s', 'UTF8')) ||
 			pg_temp.part(convert_to(r.revision::text, 'UTF8')) || pg_temp.part(convert_to(r.type, 'UTF8')) ||
-			pg_temp.part(convert_to(coalesce(r.meta->>'actor', ''), 'UTF8')) || pg_temp.part(r.data)), 'hex');
-		UPDATE event SET metadata = convert_to(jsonb_set(jsonb_set(r.meta, '{prev_hash}', to_jsonb(prev)), '{hash}', to_jsonb(h))::text, 'UTF8')
+			pg_temp.part(convert_to(coalesce(r.meta->>'a', ''), 'UTF8')) || pg_temp.part(r.data));
+		UPDATE event SET metadata = convert_to(jsonb_set(r.meta, '{h}', to_jsonb(translate(rtrim(encode(h, 'base64'), '='), '+/', '-_')))::text, 'UTF8')
 			WHERE stream = '%[1]s' AND revision = r.revision;
-		prev := h;
+		prev := encode(h, 'hex');
 	END LOOP;
 END
 $$`
+
+// hexHashSQL is the hex hash of event e from its compact metadata.
+const hexHashSQL = `encode(decode(translate(convert_from(e.metadata, 'UTF8')::jsonb->>'h', '-_', '+/') || '=', 'base64'), 'hex')`
 
 // TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites: a review
 // rewritten in SQL, with its hash chain and its audit anchor recomputed,
@@ -56,7 +60,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	for _, id := range []string{"a", "rewritten", "retimed", "kept"} {
 		sample(t, l, id)
 	}
-	waitAll(t, store, 36)
+	waitAll(t, store, 36+1) // 4 reviews of 9 events, and the policy snapshot they name
 
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -90,7 +94,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	// A review written after the checkpoint is not signed yet, then is, in
 	// a checkpoint chained onto the first.
 	sample(t, l, "later")
-	waitAll(t, store, 45)
+	waitAll(t, store, 45+1)
 	if rep, err := signed.Verify(ctx, ""); err != nil || rep.Err() != nil || rep.Unsigned != 9 {
 		t.Fatalf("a review after the checkpoint: %+v %v, want its 9 events unsigned", rep, err)
 	}
@@ -115,11 +119,11 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	exec(`UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), '"rejected"', '"accepted"'), 'UTF8')
 		WHERE stream = 'review-rewritten' AND revision = 8`)
 	exec(strings.ReplaceAll(rechainSQL, "%[1]s", "review-rewritten"))
-	exec(`UPDATE audit_anchor a SET hash = convert_from(e.metadata, 'UTF8')::jsonb->>'hash'
+	exec(`UPDATE audit_anchor a SET hash = ` + hexHashSQL + `
 		FROM event e WHERE a.review_id = 'rewritten' AND e.stream = 'review-rewritten' AND e.revision = a.revision`)
 	exec(`UPDATE event SET recorded_at = recorded_at - interval '1 hour' WHERE stream = 'review-retimed' AND revision = 3`)
 	// The signer's own index is no witness: rewriting it changes nothing.
-	exec(`UPDATE audit_signed_head s SET hash = convert_from(e.metadata, 'UTF8')::jsonb->>'hash'
+	exec(`UPDATE audit_signed_head s SET hash = ` + hexHashSQL + `
 		FROM event e WHERE s.review_id = 'rewritten' AND e.stream = 'review-rewritten' AND e.revision = s.revision`)
 
 	h, err := l.History(ctx, "rewritten")
@@ -158,13 +162,13 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	// The signer does not sign on top of the rewrite.
 	sc := &script{t: t, l: l}
 	sc.submit("pending", "caption_suggestion", at(0)).attempt(at(5))
-	waitAll(t, store, 47)
+	waitAll(t, store, 47+1)
 	if res, err := signer.Checkpoint(ctx); err != nil || !res.New || len(res.Checkpoint.Heads) != 1 || len(res.Refused) != 0 {
 		t.Fatalf("third checkpoint: %+v %v", res, err)
 	}
 	exec(`UPDATE event SET recorded_at = recorded_at + interval '1 minute' WHERE stream = 'review-pending' AND revision = 0`)
 	sc.timeout(1, domain.ClassDeadlineExceeded, at(10005))
-	waitAll(t, store, 48)
+	waitAll(t, store, 48+1)
 	res, err = signer.Checkpoint(ctx)
 	if err != nil || res.New || !slices.Equal(res.Refused, []string{"pending"}) {
 		t.Fatalf("a grown review whose signed part was altered: %+v %v, want it refused", res, err)

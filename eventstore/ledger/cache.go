@@ -354,7 +354,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 		if err := storedjson.Unmarshal(rec.Metadata, &m); err != nil {
 			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", prev.ID(), rec.Revision, err, domain.ErrCorruptHistory)
 		}
-		if m.PrevHash != next.head {
+		if !m.chainsOnto(next.head, rec) {
 			return nil, errStale
 		}
 		if err := next.Apply(rec.Revision, e); err != nil {

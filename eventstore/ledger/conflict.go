@@ -95,19 +95,17 @@ func (l *Ledger) Conflicts(ctx context.Context, reviewID string) (*ConflictLog, 
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
+	prev := ""
 	for _, rec := range recs {
 		if rec.Type != domain.TypeConflictingCompletionRecorded {
 			return nil, fmt.Errorf("%s revision %d: unexpected type %q: %w", stream, rec.Revision, rec.Type, domain.ErrCorruptHistory)
 		}
-		e, err := domain.DecodeEvent(rec.Type, rec.Data)
+		e, err := l.entry(ctx, rec, prev)
 		if err != nil {
 			return nil, fmt.Errorf("%s revision %d: %w", stream, rec.Revision, err)
 		}
-		var meta Metadata
-		if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
-			return nil, fmt.Errorf("%s revision %d: metadata: %v: %w", stream, rec.Revision, err, domain.ErrCorruptHistory)
-		}
-		log.Events = append(log.Events, Entry{Revision: rec.Revision, Type: rec.Type, RecordedAt: rec.RecordedAt, Event: e, Data: rec.Data, Metadata: meta})
+		log.Events = append(log.Events, e)
+		prev = e.Metadata.Hash
 	}
 	return log, nil
 }

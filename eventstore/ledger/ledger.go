@@ -29,6 +29,8 @@ type Ledger struct {
 	group *groupCommit
 	watch *Watcher
 	cache *snapshots
+	// policies holds the policy snapshots Submitted events name.
+	policies *Policies
 	// effects reports whether the committer applies effects.
 	effects bool
 	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
@@ -56,13 +58,29 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	if o.Committer == nil {
 		o.Committer = storeCommitter{store}
 	}
-	l := &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots(snapshotCacheSize)}
+	l := &Ledger{store: store, effects: effects, group: newGroupCommit(o.Committer, o.GroupCommit), watch: newWatcher(store), cache: newSnapshots(snapshotCacheSize), policies: NewPolicies(store)}
 	l.watch.kept = l.cache
 	return l
 }
 
 // Store returns the underlying event store.
 func (l *Ledger) Store() eventstore.Store { return l.store }
+
+// Policies returns the policy snapshots of the ledger's store.
+func (l *Ledger) Policies() *Policies { return l.policies }
+
+// putPolicies stores the policy snapshot of a Submitted among events, so it
+// is durable before the Submitted that names it.
+func (l *Ledger) putPolicies(ctx context.Context, events []domain.Event) error {
+	for _, e := range events {
+		if s, ok := e.(domain.Submitted); ok {
+			if _, err := l.policies.Put(ctx, s.Policy); err != nil {
+				return fmt.Errorf("append to %s: %w", domain.StreamName(s.ReviewID), err)
+			}
+		}
+	}
+	return nil
+}
 
 // Snapshot is a review as loaded from its stream, together with the hash
 // of its last event, which the next append chains onto. A Snapshot does not
@@ -87,16 +105,6 @@ type Actor struct {
 	// in the events' metadata (not in their hash: like the request ID it
 	// says where the write came from, not what the review is).
 	TraceParent string
-}
-
-// Metadata is stored with every event.
-type Metadata struct {
-	Schema      int    `json:"schema"`
-	Actor       string `json:"actor,omitempty"`
-	RequestID   string `json:"request_id,omitempty"`
-	TraceParent string `json:"traceparent,omitempty"`
-	PrevHash    string `json:"prev_hash"`
-	Hash        string `json:"hash"`
 }
 
 // ErrNoEffects: an effect was given to a ledger whose committer applies
@@ -125,6 +133,9 @@ func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor
 func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor, effect any, by Actor, then ...domain.Event) (created, current *Snapshot, err error) {
 	if effect != nil && !l.effects {
 		return nil, nil, ErrNoEffects
+	}
+	if err := l.putPolicies(ctx, []domain.Event{e}); err != nil {
+		return nil, nil, err
 	}
 	stream := domain.StreamName(e.ReviewID)
 	created, data, err := l.encode(&Snapshot{Review: &domain.Review{}}, stream, actor, []domain.Event{e})
@@ -170,6 +181,9 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	}
 	id := reviewIDOf(events[0], snap)
 	stream := domain.StreamName(id)
+	if err := l.putPolicies(ctx, events); err != nil {
+		return nil, err
+	}
 	next, data, err := l.encode(snap, stream, actor, events)
 	if err != nil {
 		return nil, err
@@ -218,7 +232,7 @@ func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []dom
 	}
 	data := make([]eventstore.EventData, len(events))
 	for i, e := range events {
-		body, err := domain.EncodeEvent(e)
+		body, err := domain.EncodeEvent(stored(e))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -282,18 +296,32 @@ func (l *Ledger) History(ctx context.Context, reviewID string) (*History, error)
 		return nil, fmt.Errorf("read review %q: %w", reviewID, err)
 	}
 	h := &History{ReviewID: reviewID, Events: make([]Entry, len(recs))}
+	prev := ""
 	for i, rec := range recs {
-		e, err := domain.DecodeEvent(rec.Type, rec.Data)
-		if err != nil {
+		if h.Events[i], err = l.entry(ctx, rec, prev); err != nil {
 			return nil, fmt.Errorf("review %q revision %d: %w", reviewID, rec.Revision, err)
 		}
-		var meta Metadata
-		if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
-			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", reviewID, rec.Revision, err, domain.ErrCorruptHistory)
-		}
-		h.Events[i] = Entry{Revision: rec.Revision, Type: rec.Type, RecordedAt: rec.RecordedAt, Event: e, Data: rec.Data, Metadata: meta}
+		prev = h.Events[i].Metadata.Hash
 	}
 	return h, nil
+}
+
+// entry decodes one stored event whose stream's event before has the hash
+// prev: its body (with the policy a Submitted names resolved) and its
+// metadata of any schema.
+func (l *Ledger) entry(ctx context.Context, rec eventstore.RecordedEvent, prev string) (Entry, error) {
+	e, err := l.policies.Decode(ctx, rec.Type, rec.Data)
+	if err != nil {
+		return Entry{}, err
+	}
+	var meta Metadata
+	if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
+		return Entry{}, fmt.Errorf("metadata: %v: %w", err, domain.ErrCorruptHistory)
+	}
+	if !meta.storesPrev() {
+		meta.PrevHash = prev
+	}
+	return Entry{Revision: rec.Revision, Type: rec.Type, RecordedAt: rec.RecordedAt, Event: e, Data: rec.Data, Metadata: meta}, nil
 }
 
 // Snapshot rebuilds the review from the history.

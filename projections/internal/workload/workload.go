@@ -39,10 +39,14 @@ type Config struct {
 
 // Stats counts what a workload appended. Events includes the conflicting
 // completions (late and duplicate findings), recorded in the reviews'
-// conflict streams as the runner records them.
+// conflict streams as the runner records them, and the policy snapshots
+// of the classes that were not stored yet (one event each, in a stream of
+// its own).
 type Stats struct {
-	Reviews   int64
-	Events    int64
+	Reviews int64
+	Events  int64
+	// Policies is how many of Events are policy snapshots.
+	Policies  int64
 	Conflicts int64
 	States    map[domain.State]int64
 }
@@ -58,6 +62,10 @@ func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
 	}
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	policies, err := storePolicies(ctx, l, cfg.Policy)
+	if err != nil {
+		return Stats{}, err
 	}
 	var (
 		wg     sync.WaitGroup
@@ -92,7 +100,26 @@ func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
 		}()
 	}
 	wg.Wait()
-	return Stats{Reviews: int64(cfg.Reviews), Events: events.Load(), Conflicts: confl.Load(), States: states}, first
+	return Stats{Reviews: int64(cfg.Reviews), Events: policies + events.Load(), Policies: policies, Conflicts: confl.Load(), States: states}, first
+}
+
+// storePolicies stores the snapshot of every class of p before the reviews
+// that name it, and returns how many were not stored before.
+func storePolicies(ctx context.Context, l *ledger.Ledger, p domain.Policy) (int64, error) {
+	var n int64
+	for _, class := range p.Names() {
+		s := p.Classes[class].Snapshot()
+		_, err := l.Store().ReadStream(ctx, ledger.PolicyStreamName(s.Digest()), 0)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			n++
+		} else if err != nil {
+			return 0, fmt.Errorf("read policy snapshot of %s: %w", class, err)
+		}
+		if _, err := l.Policies().Put(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 type writer struct {

@@ -1,0 +1,107 @@
+package ledger
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+)
+
+// Metadata is stored with every event.
+//
+// Schema 1 metadata is stored as {"schema","actor","request_id",
+// "traceparent","prev_hash","hash"}, both hashes in hex. Schema 2 and later
+// store it compact: {"v","a","r","t","h"}, the hash in unpadded base64url
+// and no prev_hash, which is the hash of the event before and is taken from
+// it on reading. The chain is the same in both: Hash is always the hex
+// SHA-256 of chainHash's input, which holds the previous hash in hex.
+type Metadata struct {
+	Schema      int
+	Actor       string
+	RequestID   string
+	TraceParent string
+	// PrevHash is the hash of the event before. Schema 1 stores it; for
+	// later schemas the reader sets it (History, Conflicts).
+	PrevHash string
+	Hash     string
+}
+
+// compactSchema is the first schema whose metadata is stored compact.
+const compactSchema = 2
+
+type metadataV1 struct {
+	Schema      int    `json:"schema"`
+	Actor       string `json:"actor,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
+	TraceParent string `json:"traceparent,omitempty"`
+	PrevHash    string `json:"prev_hash"`
+	Hash        string `json:"hash"`
+}
+
+type metadataV2 struct {
+	Schema      int    `json:"v"`
+	Actor       string `json:"a,omitempty"`
+	RequestID   string `json:"r,omitempty"`
+	TraceParent string `json:"t,omitempty"`
+	Hash        string `json:"h"`
+}
+
+// storedMetadata reads either form: V set means compact.
+type storedMetadata struct {
+	metadataV1
+	V *int   `json:"v"`
+	A string `json:"a"`
+	R string `json:"r"`
+	T string `json:"t"`
+	H string `json:"h"`
+}
+
+// MarshalJSON stores m in the form of its schema.
+func (m Metadata) MarshalJSON() ([]byte, error) {
+	if m.Schema < compactSchema {
+		return json.Marshal(metadataV1(m))
+	}
+	raw, err := hex.DecodeString(m.Hash)
+	if err != nil || len(raw) == 0 {
+		return nil, fmt.Errorf("metadata hash %q is not hex", m.Hash)
+	}
+	return json.Marshal(metadataV2{Schema: m.Schema, Actor: m.Actor, RequestID: m.RequestID, TraceParent: m.TraceParent,
+		Hash: base64.RawURLEncoding.EncodeToString(raw)})
+}
+
+// UnmarshalJSON reads metadata of any schema.
+func (m *Metadata) UnmarshalJSON(b []byte) error {
+	var s storedMetadata
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s.V == nil {
+		*m = Metadata(s.metadataV1)
+		return nil
+	}
+	if *s.V < compactSchema {
+		return fmt.Errorf("compact metadata of schema %d", *s.V)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s.H)
+	if err != nil || len(raw) == 0 {
+		return errors.New("metadata hash is not base64url")
+	}
+	*m = Metadata{Schema: *s.V, Actor: s.A, RequestID: s.R, TraceParent: s.T, Hash: hex.EncodeToString(raw)}
+	return nil
+}
+
+// storesPrev reports whether m's stored form holds PrevHash.
+func (m Metadata) storesPrev() bool { return m.Schema < compactSchema }
+
+// chainsOnto reports whether the stored event rec, with metadata m,
+// follows the event whose hash is prev: by the stored prev_hash of schema
+// 1, by recomputing the hash otherwise.
+func (m Metadata) chainsOnto(prev string, rec eventstore.RecordedEvent) bool {
+	if m.storesPrev() {
+		return m.PrevHash == prev
+	}
+	return chainHash(prev, rec.Stream, rec.Revision, rec.Type, rec.Data, m.Actor) == m.Hash
+}
