@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error; the message
