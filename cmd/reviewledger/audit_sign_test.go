@@ -86,7 +86,7 @@ func TestServeSignsCheckpoints(t *testing.T) {
 	for _, id := range []string{"r1", "r2"} {
 		writeReview(t, l, id, t0)
 	}
-	waitReadable(t, store, 10)
+	waitReadable(t, store, 10+1) // 2 reviews of 5 events, and the policy snapshot they name
 
 	l0, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,7 +158,9 @@ func TestServeSignsCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeReview(t, l, "r2", t0.Add(time.Second))
-	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash = convert_from(e.metadata, 'UTF8')::jsonb->>'hash'
+	// The hash in hex, from the compact metadata (schema 2: unpadded
+	// base64url in "h").
+	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash = encode(decode(translate(convert_from(e.metadata, 'UTF8')::jsonb->>'h', '-_', '+/') || '=', 'base64'), 'hex')
 		FROM event e WHERE a.review_id = 'r2' AND e.stream = 'review-r2' AND e.revision = a.revision`); err != nil {
 		t.Fatal(err)
 	}
