@@ -259,7 +259,8 @@ func (r *scaleRun) queries(ctx context.Context) error {
 // decision of the reviews submitted meanwhile.
 func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 	store := pgwork.New(r.pool, nil)
-	due, err := r.count(ctx, `SELECT count(*) FROM review_payload WHERE stored_at < $1`, time.Now().Add(-scaleRetention))
+	cutoff := time.Now().Add(-scaleRetention)
+	due, err := r.count(ctx, `SELECT count(*) FROM review_payload WHERE stored_at < $1`, cutoff)
 	if err != nil {
 		return err
 	}
@@ -274,7 +275,7 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 	stillPurging := func(time.Time) bool { mu.Lock(); defer mu.Unlock(); return !purging }
 	wg.Go(func() { latencies, loopErr = openLoopUntil(ctx, c, 0, rate, stillPurging) })
 	start := time.Now()
-	n, err := store.PurgePayloads(ctx, start.Add(-scaleRetention))
+	n, err := store.PurgePayloads(ctx, cutoff) // the cutoff counted: exactly those
 	d := time.Since(start)
 	mu.Lock()
 	purging = false
