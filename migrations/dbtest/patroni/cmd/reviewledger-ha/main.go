@@ -29,8 +29,9 @@ func main() {
 	sync := flag.Bool("synchronous", true, "Patroni's synchronous_mode: a commit waits for one replica")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *check, *sync); err != nil {
+	err := run(ctx, *check, *sync)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "ha: FAIL: %v\n", err)
 		os.Exit(1)
 	}
