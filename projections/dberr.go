@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // dbErr translates an error of the driver (pgx, pgconn) at the edge of this
@@ -17,7 +18,7 @@ func dbErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
 	}
-	if unavailable(err) {
+	if storeerr.Unavailable(err) {
 		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
 	}
 	return fmt.Errorf("%s: %v", op, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // TestDriverErrorsStayInside: a failing query answers with its message
@@ -56,7 +57,7 @@ func TestDriverErrorsStayInside(t *testing.T) {
 func TestUnavailableStaysMatchable(t *testing.T) {
 	err := dbErr(context.Background(), "load review_summary", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})
 	var pgErr *pgconn.PgError
-	if !errors.Is(err, eventstore.ErrUnavailable) || errors.As(err, &pgErr) || !unavailable(err) {
+	if !errors.Is(err, eventstore.ErrUnavailable) || errors.As(err, &pgErr) || !storeerr.Unavailable(err) {
 		t.Fatalf("%v: want ErrUnavailable and no driver type", err)
 	}
 	if err := dbErr(context.Background(), "begin", fmt.Errorf("lock: %w", pgconn.ErrConnClosed)); !errors.Is(err, eventstore.ErrUnavailable) {

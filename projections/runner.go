@@ -15,6 +15,7 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error; the message
@@ -243,7 +244,7 @@ func (r *Runner) hold(ctx context.Context, p projection, joins chan<- *member) {
 		}
 		r.metrics.errors.WithLabelValues(p.name()).Inc()
 		level := slog.LevelError
-		if unavailable(err) {
+		if storeerr.Unavailable(err) {
 			level = slog.LevelWarn // the database went away for a while: nothing to mend here
 		}
 		log.Log(ctx, level, "projection stopped; retrying", "err", err, "retry_in", r.cfg.RetryDelay)

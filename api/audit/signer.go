@@ -15,6 +15,7 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // SignerConfig configures a Signer.
@@ -100,11 +101,14 @@ type Signed struct {
 	Refused []string
 }
 
-// Run signs every Interval until ctx is done. A failed round is logged and
-// tried again at the next one.
+// Run signs every Interval until ctx is done. A failed round is logged (a
+// warning when the database was unavailable, an error otherwise) and tried
+// again at the next one.
 func (s *Signer) Run(ctx context.Context) error {
 	for {
-		if res, err := s.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+		if res, err := s.Checkpoint(ctx); err != nil && ctx.Err() == nil && storeerr.Unavailable(err) {
+			s.cfg.Logger.Warn("audit checkpoint failed: the database is unavailable", "err", err)
+		} else if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Error("audit checkpoint failed", "err", err)
 		} else if err == nil && res.New {
 			s.cfg.Logger.Info("audit checkpoint signed", "seq", res.Checkpoint.Seq, "heads", len(res.Checkpoint.Heads), "key_id", s.keyID)

@@ -2,13 +2,9 @@ package notify
 
 import (
 	"errors"
-	"io"
-	"net"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // lockKey is the advisory lock electing the one active notifier.
@@ -19,24 +15,9 @@ const lockKey int64 = 0x726c6e6f74696679 // "rlnotify"
 const LockKey = lockKey
 
 // unavailable reports whether err says the database could not be used for
-// a while (the connection could not be made or was lost, the server is
-// shutting down or starting, out of connections), rather than that
-// something is wrong: the notifier retries either way, but only the
-// latter is worth an error in the log.
+// a while (storeerr.Unavailable), or the notifier's lock session was lost
+// with it: the notifier retries either way, but only the rest is worth an
+// error in the log.
 func unavailable(err error) bool {
-	if errors.Is(err, eventstore.ErrUnavailable) || errors.Is(err, pglock.ErrLost) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "53300":
-			return true
-		}
-		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08"
-	}
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
-		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+	return storeerr.Unavailable(err) || errors.Is(err, pglock.ErrLost)
 }

@@ -399,6 +399,28 @@ func (r *scaleRun) cli(ctx context.Context, args ...string) (string, time.Durati
 	return string(out), d, nil
 }
 
+// waitReadable waits until the store holds back no committed event (a
+// transaction open anywhere on the server, another program's, holds the
+// gap-safe order back): with nothing more written to the ledger, every
+// event is then readable, and the catch-up that follows reads them all,
+// as the rebuild will.
+func waitReadable(ctx context.Context, pg *pgstore.Store) error {
+	for {
+		st, err := pg.Stall(ctx)
+		if err != nil {
+			return err
+		}
+		if st.HeldBack == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d events still held back by an open transaction: %w", st.HeldBack, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 var rebuiltLine = regexp.MustCompile(`rebuilt (\S+) \(version \d+\) from (\d+) events`)
 
 // rebuild catches the live read models up, rebuilds them all with
@@ -409,6 +431,9 @@ func (r *scaleRun) rebuild(ctx context.Context) error {
 	defer pg.Close()
 	runner, err := projections.NewRunner(projections.Config{Pool: r.pool, Store: pg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
+		return err
+	}
+	if err := waitReadable(ctx, pg); err != nil {
 		return err
 	}
 	if err := runner.CatchUp(ctx); err != nil {

@@ -1,4 +1,4 @@
-package projections
+package storeerr_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -38,11 +39,12 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("query: %w", pgconn.ErrConnClosed), true},
 		{&pgconn.PgError{Code: "57P01"}, true},
 		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "25006"}, true},
 		{&pgconn.PgError{Code: "23505"}, false},
-		{errors.New("projection rows were built by a newer version"), false},
+		{errors.New("signing: key rejected"), false},
 	} {
-		if got := unavailable(c.err); got != c.want {
-			t.Errorf("unavailable(%v) = %v, want %v", c.err, got, c.want)
+		if got := storeerr.Unavailable(c.err); got != c.want {
+			t.Errorf("Unavailable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
