@@ -7,6 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // ReplicaAnchors reads audit anchors from a streaming replica and
@@ -107,10 +110,14 @@ func collectMarks(ctx context.Context, rows pgx.Rows) (map[string]Mark, error) {
 
 // dbErr translates a driver error at the edge of this package's SQL: the
 // context's error when ctx ended, otherwise only the message, so that no
-// pgx type reaches the verifier's callers.
+// pgx type reaches the verifier's callers; a database gone away is
+// eventstore.ErrUnavailable.
 func dbErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	if storeerr.Unavailable(err) {
+		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
 	}
 	return fmt.Errorf("%s: %v", op, err)
 }
