@@ -29,8 +29,12 @@ func (e *Engine) call(j *job) {
 	// The attempt's timeout runs from its recorded start, which a call
 	// made late (its start's write learned after a fault) has partly used.
 	left := min(timeout, started.Add(timeout).Sub(e.clock.Now()))
-	if left <= 0 { // nothing left: not called, the attempt ends as a timeout
-		j.answer = answerOf(attempt, provider.Result{Outcome: provider.OutcomeFailure}, errAttemptTimeout, e.clock.Now())
+	if left <= 0 {
+		// Nothing left: not called. The store took the attempt's time, not
+		// the provider, so the attempt is closed as the store's failure (a
+		// recovery: the retry is not charged to the provider's budget).
+		j.answer = &answer{attempt: attempt, at: e.clock.Now(), Answer: domain.Answer{Failure: domain.AttemptFailure{
+			Classification: domain.ClassStoreUnavailable, Detail: "not called: its start was recorded after its timeout had passed"}}}
 		return
 	}
 	ctx, cancel := context.WithCancelCause(e.stopping)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -413,8 +414,9 @@ func TestAnUnsureSubmitPastItsLeaseRenewsIt(t *testing.T) {
 }
 
 // An attempt with nothing left of its timeout when its call would be made
-// (its start learned late) is not called: it ends as a timeout, and the
-// next attempt is called with time of its own.
+// (its start learned late) is not called: it ends as the store's failure
+// (store_unavailable, not the provider's timeout), and the next attempt is
+// called with time of its own.
 func TestAnAttemptWithNoTimeLeftIsNotCalled(t *testing.T) {
 	ctx := context.Background()
 	events := memstore.New()
@@ -427,6 +429,9 @@ func TestAnAttemptWithNoTimeLeftIsNotCalled(t *testing.T) {
 	waitAccepted(t, led, "unsure-z1", 5*time.Second)
 	if got := prov.made(); got != "[attempt 2, true left]" {
 		t.Fatalf("calls %s, want attempt 2 alone: %v", got, eventTypes(t, led, "unsure-z1"))
+	}
+	if got := eventTypes(t, led, "unsure-z1"); !slices.Contains(got, "AttemptTimedOut:store_unavailable") {
+		t.Fatalf("events %v, want attempt 1 closed as store_unavailable", got)
 	}
 	if conflicts, err := led.Conflicts(ctx, "unsure-z1"); err != nil || len(conflicts.Events) != 0 {
 		t.Fatalf("conflicts %v, %v; want none", conflicts, err)

@@ -81,6 +81,7 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     primary_start_timeout: 0
     synchronous_mode: %[8]t
+    synchronous_mode_strict: %[8]t
     postgresql:
       use_pg_rewind: true
       use_slots: true

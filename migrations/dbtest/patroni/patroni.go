@@ -43,7 +43,10 @@ const (
 type Options struct {
 	// SynchronousMode makes the leader wait, at every commit, for one
 	// replica (Patroni's synchronous_mode), so that a commit is on two
-	// machines before it is acknowledged.
+	// machines before it is acknowledged; strictly
+	// (synchronous_mode_strict): a leader with no synchronous standby yet,
+	// just promoted or with every replica gone, makes commits wait rather
+	// than acknowledge them on one machine.
 	SynchronousMode bool
 	// Logf receives what the kit does; nil: nothing is logged.
 	Logf func(format string, args ...any)
