@@ -29,6 +29,9 @@ type DB struct {
 	// objectives are the classes' SLO objectives; a class not in it has
 	// domain.DefaultObjective.
 	objectives map[string]float64
+	// minutesOnly reads every SLO window from the minute tables, none from
+	// the hourly rollups: what the tests compare the rollups with.
+	minutesOnly bool
 }
 
 // NewDB returns a DB on pool, which must hold the migrated schema.

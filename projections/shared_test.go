@@ -121,7 +121,8 @@ func TestLaggardJoinsSharedBatch(t *testing.T) {
 
 // Events a projection does not use cost it no statement: a batch of only
 // an AttemptStarted is review_summary's alone, a conflicting completion is
-// the SLO projection's alone (one insert, no load), and a finding of a
+// the SLO projection's alone (an insert into its minutes and one into
+// their hourly rollup, no load), and a finding of a
 // review submitted in an earlier batch costs the manual queue one DELETE
 // of its candidate and no load.
 func TestIgnoredEventsIssueNoQuery(t *testing.T) {
@@ -159,16 +160,18 @@ func TestIgnoredEventsIssueNoQuery(t *testing.T) {
 	}
 	caughtUpTo(t, e, r, 1+3)
 	got := sql.take()
-	check("ConflictingCompletionRecorded", got, map[string]int{"slo_": 1})
-	if len(touching(got, "slo_conflict")) != 1 {
-		t.Errorf("a conflicting completion: %q, want one statement on slo_conflict", touching(got, "slo_"))
+	check("ConflictingCompletionRecorded", got, map[string]int{"slo_": 2})
+	if len(touching(got, "slo_conflict\"")) != 1 || len(touching(got, "slo_conflict_hour\"")) != 1 {
+		t.Errorf("a conflicting completion: %q, want one statement on slo_conflict and one on slo_conflict_hour", touching(got, "slo_"))
 	}
 
 	s.find(a, domain.DecisionAccepted, t0.Add(3*time.Second))
 	caughtUpTo(t, e, r, 1+4)
 	got = sql.take()
-	// slo: the load of slo_open, then its writes in one pgx.Batch.
-	check("FindingReceived", got, map[string]int{"review_summary": 2, "manual_queue": 1, "slo_": 5})
+	// slo: the load of slo_open, then its writes in one pgx.Batch: the
+	// open row's delete, and the cohort, latency and attempt counters of
+	// the minute and of the hour.
+	check("FindingReceived", got, map[string]int{"review_summary": 2, "manual_queue": 1, "slo_": 8})
 	if q := touching(got, "manual_queue"); len(q) == 1 && !strings.HasPrefix(strings.TrimSpace(q[0]), "DELETE") {
 		t.Errorf("the queue on a finding: %q, want a DELETE", q[0])
 	}

@@ -26,9 +26,13 @@ func (sloProjection) name() string { return SLO }
 // deadlines are counted from the submission in microseconds, as slo_open
 // keeps it, in one batch as across batches (a latency on a bucket's bound
 // was one bucket lower when its events came together).
-func (sloProjection) version() int { return 4 }
+//
+// version 5: hourly rollups (slo_hour, slo_latency_hour, slo_attempt_hour,
+// slo_conflict_hour) beside the minutes, which long windows read.
+func (sloProjection) version() int { return 5 }
 func (sloProjection) tables() []string {
-	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict", "slo_queue"}
+	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict", "slo_queue",
+		"slo_hour", "slo_latency_hour", "slo_attempt_hour", "slo_conflict_hour"}
 }
 
 // uses: what opens, counts or ends a review's SLO figures. AttemptStarted
@@ -293,50 +297,11 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 				outcome_recorded = EXCLUDED.outcome_recorded, completed = EXCLUDED.completed, requeued = EXCLUDED.requeued`,
 			ids, classes, submitted, deadlines, gates, outs, dones, requeued)
 	}
-	if len(delta.minutes) > 0 {
-		var (
-			cls              []string
-			mins             []time.Time
-			sub, comp, escal []int64
-		)
-		for k, c := range delta.minutes {
-			cls, mins = append(cls, k.class), append(mins, k.minute)
-			sub, comp, escal = append(sub, c.submitted), append(comp, c.completed), append(escal, c.escalated)
-		}
-		batch.Queue(`INSERT INTO `+t.name("slo_minute")+` AS m (content_class, minute, submitted, completed_within_budget, escalated)
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::bigint[])
-			ON CONFLICT (content_class, minute) DO UPDATE SET submitted = m.submitted + EXCLUDED.submitted,
-				completed_within_budget = m.completed_within_budget + EXCLUDED.completed_within_budget,
-				escalated = m.escalated + EXCLUDED.escalated`,
-			cls, mins, sub, comp, escal)
-	}
-	if len(delta.latency) > 0 {
-		cls, mins, _, buckets, ns := bucketColumns(delta.latency)
-		batch.Queue(`INSERT INTO `+t.name("slo_latency")+` AS h (content_class, minute, bucket, n)
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::smallint[], $4::bigint[])
-			ON CONFLICT (content_class, minute, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
-			cls, mins, buckets, ns)
-	}
-	if len(delta.attempts) > 0 {
-		cls, mins, outcomes, buckets, ns := bucketColumns(delta.attempts)
-		batch.Queue(`INSERT INTO `+t.name("slo_attempt")+` AS h (content_class, minute, outcome, bucket, n)
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::smallint[], $5::bigint[])
-			ON CONFLICT (content_class, minute, outcome, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
-			cls, mins, outcomes, buckets, ns)
-	}
-	if len(delta.conflicts) > 0 {
-		var (
-			cls  []string
-			mins []time.Time
-			ns   []int64
-		)
-		for k, n := range delta.conflicts {
-			cls, mins, ns = append(cls, k.class), append(mins, k.minute), append(ns, n)
-		}
-		batch.Queue(`INSERT INTO `+t.name("slo_conflict")+` AS c (content_class, minute, n)
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[])
-			ON CONFLICT (content_class, minute) DO UPDATE SET n = c.n + EXCLUDED.n`,
-			cls, mins, ns)
+	for _, g := range sloGrains {
+		queueCounts(batch, t.name(g.minutes), g.col, g.roll(delta.minutes))
+		queueBuckets(batch, t.name(g.latency), g.col, g.rollBuckets(delta.latency), false)
+		queueBuckets(batch, t.name(g.attempts), g.col, g.rollBuckets(delta.attempts), true)
+		queueConflicts(batch, t.name(g.conflicts), g.col, g.rollConflicts(delta.conflicts))
 	}
 	queueRows(batch, t, delta)
 	if batch.Len() == 0 {
@@ -348,12 +313,124 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 	return nil
 }
 
-func bucketColumns(m map[bucketKey]int64) (classes []string, minutes []time.Time, outcomes []string, buckets []int16, ns []int64) {
+// sloGrain names the tables of one grain of the SLO counters: the
+// minutes, and their hourly rollup (migration 0026), written in the same
+// batch so that a window may read its whole hours from the one and its
+// ragged ends from the other and get the minutes' sums exactly.
+type sloGrain struct {
+	col                                   string // the time column
+	minutes, latency, attempts, conflicts string
+	// at maps a minute to this grain's time: the minute itself, or its hour.
+	at func(time.Time) time.Time
+}
+
+var sloGrains = []sloGrain{
+	{col: "minute", minutes: "slo_minute", latency: "slo_latency", attempts: "slo_attempt", conflicts: "slo_conflict",
+		at: func(t time.Time) time.Time { return t }},
+	{col: "hour", minutes: "slo_hour", latency: "slo_latency_hour", attempts: "slo_attempt_hour", conflicts: "slo_conflict_hour",
+		at: func(t time.Time) time.Time { return t.Truncate(time.Hour) }},
+}
+
+func (g sloGrain) roll(m map[minuteKey]*minuteCounts) map[minuteKey]*minuteCounts {
+	out := make(map[minuteKey]*minuteCounts, len(m))
+	for k, c := range m {
+		k.minute = g.at(k.minute)
+		o := out[k]
+		if o == nil {
+			o = &minuteCounts{}
+			out[k] = o
+		}
+		o.submitted, o.completed, o.escalated = o.submitted+c.submitted, o.completed+c.completed, o.escalated+c.escalated
+	}
+	return out
+}
+
+func (g sloGrain) rollBuckets(m map[bucketKey]int64) map[bucketKey]int64 {
+	out := make(map[bucketKey]int64, len(m))
 	for k, n := range m {
-		classes, minutes, outcomes = append(classes, k.class), append(minutes, k.minute), append(outcomes, k.outcome)
+		k.minute = g.at(k.minute)
+		out[k] += n
+	}
+	return out
+}
+
+func (g sloGrain) rollConflicts(m map[minuteKey]int64) map[minuteKey]int64 {
+	out := make(map[minuteKey]int64, len(m))
+	for k, n := range m {
+		k.minute = g.at(k.minute)
+		out[k] += n
+	}
+	return out
+}
+
+// queueCounts adds the cohort counts of m to table.
+func queueCounts(batch *pgx.Batch, table, col string, m map[minuteKey]*minuteCounts) {
+	if len(m) == 0 {
+		return
+	}
+	var (
+		cls              []string
+		ats              []time.Time
+		sub, comp, escal []int64
+	)
+	for k, c := range m {
+		cls, ats = append(cls, k.class), append(ats, k.minute)
+		sub, comp, escal = append(sub, c.submitted), append(comp, c.completed), append(escal, c.escalated)
+	}
+	batch.Queue(`INSERT INTO `+table+` AS m (content_class, `+col+`, submitted, completed_within_budget, escalated)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::bigint[])
+		ON CONFLICT (content_class, `+col+`) DO UPDATE SET submitted = m.submitted + EXCLUDED.submitted,
+			completed_within_budget = m.completed_within_budget + EXCLUDED.completed_within_budget,
+			escalated = m.escalated + EXCLUDED.escalated`,
+		cls, ats, sub, comp, escal)
+}
+
+// queueBuckets adds the histogram counts of m to table, by outcome when
+// withOutcome (slo_attempt) and without (slo_latency).
+func queueBuckets(batch *pgx.Batch, table, col string, m map[bucketKey]int64, withOutcome bool) {
+	if len(m) == 0 {
+		return
+	}
+	var (
+		cls, outcomes []string
+		ats           []time.Time
+		buckets       []int16
+		ns            []int64
+	)
+	for k, n := range m {
+		cls, ats, outcomes = append(cls, k.class), append(ats, k.minute), append(outcomes, k.outcome)
 		buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
 	}
-	return
+	if !withOutcome {
+		batch.Queue(`INSERT INTO `+table+` AS h (content_class, `+col+`, bucket, n)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::smallint[], $4::bigint[])
+			ON CONFLICT (content_class, `+col+`, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
+			cls, ats, buckets, ns)
+		return
+	}
+	batch.Queue(`INSERT INTO `+table+` AS h (content_class, `+col+`, outcome, bucket, n)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::smallint[], $5::bigint[])
+		ON CONFLICT (content_class, `+col+`, outcome, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
+		cls, ats, outcomes, buckets, ns)
+}
+
+// queueConflicts adds the conflicting completions of m to table.
+func queueConflicts(batch *pgx.Batch, table, col string, m map[minuteKey]int64) {
+	if len(m) == 0 {
+		return
+	}
+	var (
+		cls []string
+		ats []time.Time
+		ns  []int64
+	)
+	for k, n := range m {
+		cls, ats, ns = append(cls, k.class), append(ats, k.minute), append(ns, n)
+	}
+	batch.Queue(`INSERT INTO `+table+` AS c (content_class, `+col+`, n)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[])
+		ON CONFLICT (content_class, `+col+`) DO UPDATE SET n = c.n + EXCLUDED.n`,
+		cls, ats, ns)
 }
 
 // queueRows queues the writes of slo_queue: entries first, so that a

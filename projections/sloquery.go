@@ -80,6 +80,7 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 		return SLOSummary{}, err
 	}
 	out := SLOSummary{ContentClass: class, From: from, To: now, Window: window}
+	span := db.spanOf(from, now)
 	var hist histogram
 	var oldest *time.Time
 	tallies := map[string]*classTally{}
@@ -93,7 +94,8 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 	}
 	err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT content_class, sum(submitted), sum(completed_within_budget), sum(escalated)
-			FROM slo_minute WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY content_class`, from, now, class)
+			FROM `+spanRows("content_class, submitted, completed_within_budget, escalated", "slo_minute", "slo_hour")+`
+			GROUP BY content_class`, span.args(class)...)
 		if err != nil {
 			return err
 		}
@@ -109,25 +111,28 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 		}); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT content_class, sum(n) FROM slo_latency
-			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY content_class`, from, now, class)
+		// One read of the latency rows: per class and bucket, the classes'
+		// concluded reviews and the histogram summed from them.
+		rows, err = tx.Query(ctx, `SELECT content_class, bucket, sum(n)
+			FROM `+spanRows("content_class, bucket, n", "slo_latency", "slo_latency_hour")+`
+			GROUP BY content_class, bucket`, span.args(class)...)
 		if err != nil {
 			return err
 		}
-		if _, err := pgx.ForEachRow(rows, []any{&c, &a}, func() error {
-			tally(c).concluded = a
+		var bucket int16
+		if _, err := pgx.ForEachRow(rows, []any{&c, &bucket, &a}, func() error {
+			tally(c).concluded += a
+			if bucket >= 0 && int(bucket) < numBuckets {
+				hist[bucket] += a
+			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM slo_conflict
-			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)`, from, now, class).
+		err = tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0)
+			FROM `+spanRows("content_class, n", "slo_conflict", "slo_conflict_hour"), span.args(class)...).
 			Scan(&out.ConflictingCompletions)
 		if err != nil {
-			return err
-		}
-		if err := readHistogram(ctx, tx, &hist, `SELECT bucket, sum(n) FROM slo_latency
-			WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3) GROUP BY bucket`, from, now, class); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT count(*), min(escalated_at) FROM manual_queue WHERE $1 = '' OR content_class = $1`, class).
@@ -151,24 +156,6 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 		out.Objective = combinedObjective(out.ErrorBudget, db.classes(slices.Collect(maps.Keys(tallies))), db.objective)
 	}
 	return out, nil
-}
-
-func readHistogram(ctx context.Context, tx pgx.Tx, h *histogram, sql string, args ...any) error {
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
-	var (
-		b int16
-		n int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&b, &n}, func() error {
-		if b >= 0 && int(b) < numBuckets {
-			h[b] += n
-		}
-		return nil
-	})
-	return err
 }
 
 // ServiceTimes is the measured attempt service time of one class: input for
@@ -229,9 +216,9 @@ func (db *DB) attemptServiceTimes(ctx context.Context, class string, window time
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.pool.Query(ctx, `SELECT content_class, outcome, bucket, sum(n) FROM slo_attempt
-		WHERE minute >= $1 AND minute <= $2 AND ($3 = '' OR content_class = $3)
-		GROUP BY content_class, outcome, bucket ORDER BY content_class`, from, now, class)
+	rows, err := db.pool.Query(ctx, `SELECT content_class, outcome, bucket, sum(n)
+		FROM `+spanRows("content_class, outcome, bucket, n", "slo_attempt", "slo_attempt_hour")+`
+		GROUP BY content_class, outcome, bucket ORDER BY content_class`, db.spanOf(from, now).args(class)...)
 	if err != nil {
 		return nil, dbErr(ctx, "attempt service times", err)
 	}

@@ -2,6 +2,8 @@ package projections
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,10 +32,12 @@ type classTally struct {
 }
 
 // budget returns the error budget of tallies by class, with objective
-// giving each class's objective.
+// giving each class's objective. The classes are summed in name order, so
+// that the same tallies always give the same float.
 func budget(byClass map[string]*classTally, objective func(string) float64) ErrorBudget {
 	var b ErrorBudget
-	for class, t := range byClass {
+	for _, class := range slices.Sorted(maps.Keys(byClass)) {
+		t := byClass[class]
 		missed := max(0, t.concluded-t.completed)
 		b.Concluded += t.concluded
 		b.Missed += missed
@@ -100,6 +104,51 @@ type SeriesPoint struct {
 	ManualQueue          QueueStats  `json:"manual_queue"`
 }
 
+// queueStay is a review's first stay in the manual queue (slo_queue);
+// left is nil while it waits.
+type queueStay struct {
+	entered time.Time
+	left    *time.Time
+}
+
+// queueAt returns the queue at each instant of ends (ascending): the stays
+// (in entry order) that had entered at or before it and not left by then,
+// and the age of the oldest. One pass over both: a stay that has left by
+// one end has left by every later one.
+func queueAt(all []queueStay, ends []time.Time) []QueueStats {
+	out := make([]QueueStats, len(ends))
+	stays := make([]queueStay, 0, len(all))
+	lefts := make([]time.Time, 0, len(all))
+	for _, s := range all {
+		switch {
+		case s.left == nil:
+		case !s.left.After(s.entered):
+			continue // left as it entered: in the queue at no instant
+		default:
+			lefts = append(lefts, *s.left)
+		}
+		stays = append(stays, s)
+	}
+	slices.SortFunc(lefts, time.Time.Compare)
+	var entered, left, oldest int
+	for i, at := range ends {
+		for entered < len(stays) && !stays[entered].entered.After(at) {
+			entered++
+		}
+		for left < len(lefts) && !lefts[left].After(at) {
+			left++
+		}
+		for oldest < entered && stays[oldest].left != nil && !stays[oldest].left.After(at) {
+			oldest++
+		}
+		out[i].Depth = int64(entered - left)
+		if oldest < entered {
+			out[i].OldestAgeSeconds = seconds(at.Sub(stays[oldest].entered))
+		}
+	}
+	return out
+}
+
 // MaxSeriesPoints bounds the steps of one series.
 const MaxSeriesPoints = 1440
 
@@ -150,10 +199,16 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 		return t
 	}
 	// Rows are grouped by step in SQL: a step is floor((minute - from) /
-	// step) with both in seconds.
-	stepOf := `floor(extract(epoch FROM minute - $1::timestamptz) / $3)::int`
+	// step) with both in seconds. Steps of whole hours start on an hour
+	// (they are aligned to the epoch) and hold whole hours: they are read
+	// from the hourly rollups, which hold the same sums.
+	g := sloGrains[0]
+	if step%time.Hour == 0 && !db.minutesOnly {
+		g = sloGrains[1]
+	}
+	stepOf := `floor(extract(epoch FROM ` + g.col + ` - $1::timestamptz) / $3)::int`
 	args := []any{from, to, step.Seconds(), class}
-	classWhere := `minute >= $1 AND minute < $2 AND ($4 = '' OR content_class = $4)`
+	classWhere := g.col + ` >= $1 AND ` + g.col + ` < $2 AND ($4 = '' OR content_class = $4)`
 	ends := make([]time.Time, n)
 	for i := range ends {
 		ends[i] = out.Points[i].To
@@ -163,7 +218,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 	}
 	err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+stepOf+`, content_class, sum(submitted), sum(completed_within_budget), sum(escalated)
-			FROM slo_minute WHERE `+classWhere+` GROUP BY 1, 2`, args...)
+			FROM `+g.minutes+` WHERE `+classWhere+` GROUP BY 1, 2`, args...)
 		if err != nil {
 			return err
 		}
@@ -183,7 +238,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT `+stepOf+`, content_class, bucket, sum(n)
-			FROM slo_latency WHERE `+classWhere+` GROUP BY 1, 2, 3`, args...)
+			FROM `+g.latency+` WHERE `+classWhere+` GROUP BY 1, 2, 3`, args...)
 		if err != nil {
 			return err
 		}
@@ -196,7 +251,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 		}); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT `+stepOf+`, sum(n) FROM slo_conflict WHERE `+classWhere+` GROUP BY 1`, args...)
+		rows, err = tx.Query(ctx, `SELECT `+stepOf+`, sum(n) FROM `+g.conflicts+` WHERE `+classWhere+` GROUP BY 1`, args...)
 		if err != nil {
 			return err
 		}
@@ -209,28 +264,25 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 			return err
 		}
 		// The queue at each step's end: the reviews that had entered and
-		// not yet left.
-		rows, err = tx.Query(ctx, `WITH q AS (
-				SELECT entered_at, left_at FROM slo_queue
-				WHERE entered_at <= $2 AND (left_at IS NULL OR left_at > $1) AND ($3 = '' OR content_class = $3))
-			SELECT e.i::int - 1, count(q.entered_at), min(q.entered_at)
-			FROM unnest($4::timestamptz[]) WITH ORDINALITY AS e(at, i)
-			LEFT JOIN q ON q.entered_at <= e.at AND (q.left_at IS NULL OR q.left_at > e.at)
-			GROUP BY e.i`, ends[0], ends[n-1], class, ends)
+		// not yet left, swept in entry order.
+		rows, err = tx.Query(ctx, `SELECT entered_at, left_at FROM slo_queue
+			WHERE entered_at <= $2 AND (left_at IS NULL OR left_at > $1) AND ($3 = '' OR content_class = $3)
+			ORDER BY entered_at`, ends[0], ends[n-1], class)
 		if err != nil {
 			return err
 		}
-		var oldest *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&i, &k, &oldest}, func() error {
-			if i >= 0 && i < n {
-				out.Points[i].ManualQueue.Depth = k
-				if oldest != nil {
-					out.Points[i].ManualQueue.OldestAgeSeconds = seconds(ends[i].Sub(*oldest))
-				}
-			}
+		var stays []queueStay
+		var stay queueStay
+		if _, err := pgx.ForEachRow(rows, []any{&stay.entered, &stay.left}, func() error {
+			stays = append(stays, stay)
 			return nil
-		})
-		return err
+		}); err != nil {
+			return err
+		}
+		for i, q := range queueAt(stays, ends) {
+			out.Points[i].ManualQueue = q
+		}
+		return nil
 	})
 	if err != nil {
 		return Series{}, dbErr(ctx, "slo series", err)

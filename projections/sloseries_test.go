@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -214,6 +215,9 @@ func TestSeriesEqualsRecomputation(t *testing.T) {
 		{"every class, 5m steps", 2 * time.Hour, 5 * time.Minute, ""},
 		{"one class, 1m steps", 90 * time.Minute, time.Minute, "caption_suggestion"},
 		{"a class with the default objective, 15m steps", 3 * time.Hour, 15 * time.Minute, "transcript_import"},
+		// Steps of whole hours are read from the hourly rollups.
+		{"every class, 1h steps", 6 * time.Hour, time.Hour, ""},
+		{"one class, 2h steps", 12 * time.Hour, 2 * time.Hour, "caption_suggestion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := db.SLOSeries(ctx, tc.window, tc.step, tc.class, now)
@@ -268,6 +272,89 @@ func TestSeriesEqualsRecomputation(t *testing.T) {
 			t.Errorf("combined objective %v, want between the classes' 0.8 and 0.99", sum.Objective)
 		}
 	})
+}
+
+// TestHourlyRollupsEqualTheMinutes: every SLO query that reads whole
+// hours from the hourly rollups answers exactly what it answers from the
+// minutes alone, for windows with and without whole hours, ending on an
+// hour and between two, for every class and one, and steps of whole hours
+// and of minutes; the workload (conflicts, queued and decided reviews,
+// every outcome) is spread over five hours, in batches of the runner's
+// size and across them.
+func TestHourlyRollupsEqualTheMinutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.workload(t, workload.Config{Reviews: 1200, Writers: 3, Seed: 23, Start: t0.Add(-17 * time.Minute), Spacing: 15 * time.Second})
+	if err := e.runner(t, nil).CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rollups := e.db
+	minutes := *e.db
+	minutes.minutesOnly = true
+	same := func(t *testing.T, what string, got, want any) {
+		t.Helper()
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Errorf("%s from the rollups:\n %s\nfrom the minutes:\n %s", what, g, w)
+		}
+	}
+	var hours int
+	for _, now := range []time.Time{t0.Add(2 * time.Hour), t0.Add(3*time.Hour + 41*time.Minute + 13*time.Second), t0.Add(6 * time.Hour)} {
+		for _, class := range []string{"", "caption_suggestion"} {
+			for _, window := range []time.Duration{30 * time.Minute, 90 * time.Minute, 2 * time.Hour, 5*time.Hour + 7*time.Minute, 30 * 24 * time.Hour} {
+				name := fmt.Sprintf("%s, %s to %s", class, window, now.Format(time.TimeOnly))
+				if span := rollups.spanOf(windowStartOrFail(t, window, now), now); span.hourFrom.Before(span.hourTo) {
+					hours++
+				}
+				got, err := rollups.SLO(ctx, window, class, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := minutes.SLO(ctx, window, class, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.Total == 0 && window > time.Hour {
+					t.Fatalf("%s: no review in the window: the comparison proves nothing", name)
+				}
+				same(t, "SLO "+name, got, want)
+				gotST, err := rollups.AttemptServiceTimes(ctx, class, window, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantST, err := minutes.AttemptServiceTimes(ctx, class, window, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same(t, "attempt service times "+name, gotST, wantST)
+			}
+			for _, step := range []time.Duration{time.Hour, 3 * time.Hour, 24 * time.Hour} {
+				got, err := rollups.SLOSeries(ctx, 30*time.Hour, step, class, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := minutes.SLOSeries(ctx, 30*time.Hour, step, class, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same(t, fmt.Sprintf("series %s, steps of %s to %s", class, step, now.Format(time.TimeOnly)), got, want)
+			}
+		}
+	}
+	if hours == 0 {
+		t.Fatal("no window held a whole hour: the rollups were never read")
+	}
+}
+
+func windowStartOrFail(t *testing.T, window time.Duration, now time.Time) time.Time {
+	t.Helper()
+	from, err := windowStart(window, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return from
 }
 
 func rounded(p SeriesPoint) SeriesPoint {

@@ -299,7 +299,7 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 // load: each holds live rows only (work in progress, the queue, the SLO
 // buckets).
 var steadyTables = []string{"review_work", "manual_queue", "manual_queue_candidate", "slo_open", "slo_minute", "slo_latency",
-	"slo_attempt", "slo_conflict", "slo_queue"}
+	"slo_attempt", "slo_conflict", "slo_queue", "slo_hour", "slo_latency_hour", "slo_attempt_hour", "slo_conflict_hour"}
 
 type tableSize struct {
 	total, indexes, live, dead int64

@@ -143,7 +143,8 @@ func run() error {
 	// one read and one transaction per batch for the three): from zero
 	// again.
 	if _, err := pool.Exec(ctx, `TRUNCATE projection_checkpoint, review_summary, manual_queue_candidate, manual_queue,
-		slo_open, slo_minute, slo_latency, slo_attempt, slo_conflict, slo_queue`); err != nil {
+		slo_open, slo_minute, slo_latency, slo_attempt, slo_conflict, slo_queue,
+		slo_hour, slo_latency_hour, slo_attempt_hour, slo_conflict_hour`); err != nil {
 		return err
 	}
 	r, err := projections.NewRunner(projections.Config{Pool: pool, Store: source, BatchSize: *batch, Logger: quiet})
