@@ -44,6 +44,14 @@ type Histories interface {
 	History(ctx context.Context, reviewID string) (*ledger.History, error)
 }
 
+// BatchHistories reads many histories at once (*ledger.Ledger): the
+// verifier checks a whole ledger in batches of reviews, a read per batch.
+type BatchHistories interface {
+	// Histories calls each, in the order of reviewIDs, with the index of
+	// each and what History returns for it; an error of each stops it.
+	Histories(ctx context.Context, reviewIDs []string, each func(i int, h *ledger.History, err error) error) error
+}
+
 // StreamLister lists the stream names starting with prefix, in name order
 // (*pgstore.Store). Stores without it are listed by reading their global
 // order (ReadAll).
@@ -99,10 +107,14 @@ type Verifier struct {
 	// named by it.
 	Archive ArchiveReader
 	Now     func() time.Time // default time.Now
-	// Workers is how many reviews are checked at once: each check reads
-	// its stream and then hashes and replays it, so that reads overlap
+	// Workers is how many reviews (batches of BatchSize reviews when
+	// Histories is a BatchHistories) are checked at once: each reads its
+	// streams and then hashes and replays them, so that reads overlap
 	// checks and the checks use every core. Default 4 per core.
 	Workers int
+	// BatchSize is how many reviews a BatchHistories reads at once;
+	// default 256.
+	BatchSize int
 }
 
 // CheckpointReader reads the stored signed checkpoints (PGCheckpoints).
@@ -246,22 +258,41 @@ type checked struct {
 	events int
 }
 
-// checkAll checks every review of ids, Workers at once, and returns what
-// each check found, in the order of ids; the first error stops them.
+// checkAll checks every review of ids, Workers at once (Workers batches
+// of BatchSize when Histories reads many at once), and returns what each
+// check found, in the order of ids; the first error stops them.
 func (v *Verifier) checkAll(ctx context.Context, ids []string, marks map[string][]witnessMark) ([]checked, error) {
 	out := make([]checked, len(ids))
 	policies := ledger.NewPolicies(v.Store) // read from the store, not from a cache of what was written
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(cmp.Or(v.Workers, 4*runtime.GOMAXPROCS(0)))
-	for i, id := range ids {
+	batch, ok := v.Histories.(BatchHistories)
+	if !ok {
+		for i, id := range ids {
+			g.Go(func() error {
+				h, err := v.Histories.History(ctx, id)
+				return v.checkInto(ctx, &out[i], id, h, err, marks[id], policies)
+			})
+		}
+		return out, g.Wait()
+	}
+	size := cmp.Or(v.BatchSize, 256)
+	for start := 0; start < len(ids); start += size {
+		chunk := ids[start:min(start+size, len(ids))]
 		g.Go(func() error {
-			var err error
-			c := &out[i]
-			c.damage, c.head, c.events, err = v.check(ctx, id, marks[id], policies)
-			return err
+			return batch.Histories(ctx, chunk, func(i int, h *ledger.History, err error) error {
+				id := chunk[i]
+				return v.checkInto(ctx, &out[start+i], id, h, err, marks[id], policies)
+			})
 		})
 	}
 	return out, g.Wait()
+}
+
+// checkInto checks review id, read as h (or err), into c.
+func (v *Verifier) checkInto(ctx context.Context, c *checked, id string, h *ledger.History, err error, marks []witnessMark, policies *ledger.Policies) error {
+	c.damage, c.head, c.events, err = v.check(ctx, id, h, err, marks, policies)
+	return err
 }
 
 // unsignedEvents counts the events of a review of n events that come after
@@ -488,10 +519,10 @@ func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string, si
 	return out, nil
 }
 
-// check verifies one review; it returns the damage found, the head to
-// anchor when intact, and the number of events read.
-func (v *Verifier) check(ctx context.Context, id string, marks []witnessMark, policies *ledger.Policies) ([]Damage, *Mark, int, error) {
-	h, err := v.Histories.History(ctx, id)
+// check verifies one review, read as h (or the error err); it returns the
+// damage found, the head to anchor when intact, and the number of events
+// read.
+func (v *Verifier) check(ctx context.Context, id string, h *ledger.History, err error, marks []witnessMark, policies *ledger.Policies) ([]Damage, *Mark, int, error) {
 	switch {
 	case errors.Is(err, domain.ErrReviewNotFound):
 		var ds []Damage

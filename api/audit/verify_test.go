@@ -117,6 +117,22 @@ func TestVerifyFindsTamperingInSQL(t *testing.T) {
 	if !slices.Equal(srep.Damaged, rep.Damaged) || srep.Reviews != rep.Reviews || srep.Events != rep.Events {
 		t.Errorf("one at a time: %+v\nmany at once: %+v", srep, rep)
 	}
+	// Read in batches of three (a batch holding intact and damaged
+	// reviews, one only a removed review), and read one review a read
+	// (Histories without Histories), they give the same report too.
+	for name, variant := range map[string]audit.Verifier{
+		"batches of three":    {Store: store, Histories: l, BatchSize: 3},
+		"one review per read": {Store: store, Histories: historyOnly{l}},
+	} {
+		variant.Anchors, variant.Now = v.Anchors, v.Now
+		vrep, err := variant.Verify(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(vrep.Damaged, rep.Damaged) || vrep.Reviews != rep.Reviews || vrep.Events != rep.Events || vrep.Anchored != rep.Anchored {
+			t.Errorf("%s: %+v\nin one batch: %+v", name, vrep, rep)
+		}
+	}
 
 	// One review at a time.
 	one, err := v.Verify(ctx, "intact-1")
@@ -130,6 +146,14 @@ func TestVerifyFindsTamperingInSQL(t *testing.T) {
 	if _, err := v.Verify(ctx, "bad id"); !errors.Is(err, domain.ErrInvalidReviewID) {
 		t.Fatalf("bad id: %v", err)
 	}
+}
+
+// historyOnly reads one review a read: a Histories that is no
+// BatchHistories.
+type historyOnly struct{ l *ledger.Ledger }
+
+func (h historyOnly) History(ctx context.Context, id string) (*ledger.History, error) {
+	return h.l.History(ctx, id)
 }
 
 // TestVerifyListsStreamsWithoutALister covers stores without Streams: the

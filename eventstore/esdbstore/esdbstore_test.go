@@ -3,6 +3,7 @@ package esdbstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -144,6 +145,30 @@ func (n *namespaced) ReadStream(ctx context.Context, stream string, from uint64)
 		got[i], _ = n.own(got[i])
 	}
 	return got, err
+}
+
+// ReadStreams is the shared store's, in the view's names.
+func (n *namespaced) ReadStreams(ctx context.Context, names []string) (map[string][]eventstore.RecordedEvent, error) {
+	named := make([]string, len(names))
+	for i, name := range names {
+		named[i] = n.name(name)
+	}
+	r, ok := n.store.(interface {
+		ReadStreams(context.Context, []string) (map[string][]eventstore.RecordedEvent, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("%T has no ReadStreams", n.store)
+	}
+	got, err := r.ReadStreams(ctx, named)
+	out := make(map[string][]eventstore.RecordedEvent, len(got))
+	for name, events := range got {
+		for i := range events {
+			events[i], _ = n.own(events[i])
+		}
+		plain, _ := strings.CutPrefix(name, n.prefix)
+		out[plain] = events
+	}
+	return out, err
 }
 
 func (n *namespaced) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {

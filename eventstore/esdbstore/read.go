@@ -189,3 +189,21 @@ func (s *Store) WaitForEvents(ctx context.Context, after eventstore.Position) er
 		// Checkpoints, caught-up and fell-behind notices: keep waiting.
 	}
 }
+
+// ReadStreams returns the events of every stream of names that exists,
+// each in revision order: ReadStream of each name, one after another (the
+// server's protocol reads one stream a call).
+func (s *Store) ReadStreams(ctx context.Context, names []string) (map[string][]eventstore.RecordedEvent, error) {
+	out := make(map[string][]eventstore.RecordedEvent, len(names))
+	for _, name := range names {
+		events, err := s.ReadStream(ctx, name, 0)
+		switch {
+		case errors.Is(err, eventstore.ErrStreamNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[name] = events
+		}
+	}
+	return out, nil
+}

@@ -50,6 +50,7 @@ func RunWith(t *testing.T, newStore func(t *testing.T) eventstore.Store, known m
 		{"ExpectedRevision", testExpectedRevision},
 		{"InvalidEvents", testInvalidEvents},
 		{"ReadMissingStream", testReadMissingStream},
+		{"ReadStreams", testReadStreams},
 		{"ReadAll", testReadAll},
 		{"IdempotentAppend", testIdempotentAppend},
 		{"DuplicateEventID", testDuplicateEventID},

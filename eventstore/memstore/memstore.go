@@ -182,6 +182,23 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]e
 	return clone(cur[from:]), nil
 }
 
+// ReadStreams returns the events of every stream of names that exists,
+// each in revision order, as ReadStream does one by one.
+func (s *Store) ReadStreams(ctx context.Context, names []string) (map[string][]eventstore.RecordedEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]eventstore.RecordedEvent, len(names))
+	for _, name := range names {
+		if cur := s.streams[name]; len(cur) > 0 {
+			out[name] = clone(cur)
+		}
+	}
+	return out, nil
+}
+
 // ReadAll implements eventstore.Store.
 func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
 	if err := ctx.Err(); err != nil {
