@@ -140,7 +140,9 @@ type Report struct {
 	Reviews int // reviews checked
 	Events  int // events checked
 	Damaged []Damage
-	// Anchored is how many anchors were advanced.
+	// Anchored is how many intact reviews are anchored at their head
+	// after the check; those already anchored there are not written
+	// again.
 	Anchored int
 
 	// With public keys: Checkpoints is how many signed checkpoints
@@ -243,12 +245,26 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 		if v.Now != nil {
 			now = v.Now
 		}
-		if err := v.Anchors.Advance(ctx, heads, now()); err != nil {
-			return rep, fmt.Errorf("advance audit anchors: %w", err)
+		if moved := unanchored(heads, marks, v.Anchors.Name()); len(moved) > 0 {
+			if err := v.Anchors.Advance(ctx, moved, now()); err != nil {
+				return rep, fmt.Errorf("advance audit anchors: %w", err)
+			}
 		}
 		rep.Anchored = len(heads)
 	}
 	return rep, nil
+}
+
+// unanchored returns the heads that the anchors witness (named anchors)
+// does not already hold, among the marks read before the check.
+func unanchored(heads map[string]Mark, marks map[string][]witnessMark, anchors string) map[string]Mark {
+	moved := make(map[string]Mark, len(heads))
+	for id, head := range heads {
+		if !slices.ContainsFunc(marks[id], func(m witnessMark) bool { return m.witness == anchors && m.Mark == head }) {
+			moved[id] = head
+		}
+	}
+	return moved
 }
 
 // checked is what the check of one review found.

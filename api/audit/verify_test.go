@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/api/audit"
@@ -226,5 +227,51 @@ func TestWitnessErrorsCarryNoDriverType(t *testing.T) {
 	cancel()
 	if _, err := anchors.Marks(cancelled, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Marks with a cancelled context: %v", err)
+	}
+}
+
+// TestVerifyWritesOnlyMovedAnchors: a verification anchors every intact
+// review's head, and one after it rewrites none of those already anchored
+// there, only the heads it has not seen.
+func TestVerifyWritesOnlyMovedAnchors(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(store.Close)
+	l := ledger.New(store)
+	for _, id := range []string{"a-1", "a-2"} {
+		sample(t, l, id)
+	}
+	verify := func(at time.Time, want int) {
+		t.Helper()
+		v := &audit.Verifier{Store: store, Histories: l, Anchors: audit.PGAnchors{Pool: pool}, Now: func() time.Time { return at }}
+		rep, err := v.Verify(ctx, "")
+		if err != nil || rep.Err() != nil || rep.Anchored != want {
+			t.Fatalf("verify at %s: %+v, %v; want %d anchored", at, rep, err, want)
+		}
+	}
+	verify(t0, 2)
+	sample(t, l, "a-3")
+	verify(t0.Add(time.Hour), 3)
+	rows, err := pool.Query(ctx, `SELECT review_id, anchored_at FROM audit_anchor ORDER BY review_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Time{}
+	var (
+		id string
+		at time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error { got[id] = at; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{"a-1": t0, "a-2": t0, "a-3": t0.Add(time.Hour)}
+	if len(got) != len(want) {
+		t.Fatalf("anchors %v, want %v", got, want)
+	}
+	for id, w := range want {
+		if !got[id].Equal(w) {
+			t.Errorf("%s anchored at %s, want %s", id, got[id], w)
+		}
 	}
 }

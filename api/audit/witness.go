@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,22 +55,38 @@ func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, er
 	return collectMarks(ctx, rows)
 }
 
-// Advance implements Anchors.
+// Advance implements Anchors: the marks in statements of anchorChunk
+// rows each, in one transaction.
 func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
-	batch := &pgx.Batch{}
-	for id, m := range marks {
-		batch.Queue(`INSERT INTO audit_anchor AS a (review_id, revision, hash, anchored_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash = EXCLUDED.hash, anchored_at = EXCLUDED.anchored_at
-			WHERE a.revision <= EXCLUDED.revision`, id, int64(m.Revision), m.Hash, at)
+	ids := make([]string, 0, len(marks))
+	for id := range marks {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids) // the rows locked in one order by every writer
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		return tx.SendBatch(ctx, batch).Close()
+		for chunk := range slices.Chunk(ids, anchorChunk) {
+			revs, hashes := make([]int64, len(chunk)), make([]string, len(chunk))
+			for i, id := range chunk {
+				revs[i], hashes[i] = int64(marks[id].Revision), marks[id].Hash
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO audit_anchor AS a (review_id, revision, hash, anchored_at)
+				SELECT id, rev, hash, $4 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS m(id, rev, hash)
+				ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash = EXCLUDED.hash, anchored_at = EXCLUDED.anchored_at
+				WHERE a.revision <= EXCLUDED.revision`, chunk, revs, hashes, at)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return dbErr(ctx, "advance audit anchors", err)
 	}
 	return nil
 }
+
+// anchorChunk is how many anchors one statement writes.
+const anchorChunk = 5000
 
 // PGSummaries is the review_summary read model as a witness: the version
 // each review had reached when the projection last saw it. A projection

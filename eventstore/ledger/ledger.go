@@ -17,8 +17,6 @@ import (
 
 	"github.com/google/uuid"
 
-	storedjson "github.com/go-json-experiment/json/v1"
-
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -372,8 +370,8 @@ func (l *Ledger) entry(ctx context.Context, rec eventstore.RecordedEvent, prev s
 	if err != nil {
 		return Entry{}, err
 	}
-	var meta Metadata
-	if err := storedjson.Unmarshal(rec.Metadata, &meta); err != nil {
+	meta, err := decodeMetadata(rec.Metadata)
+	if err != nil {
 		return Entry{}, fmt.Errorf("metadata: %v: %w", err, domain.ErrCorruptHistory)
 	}
 	if !meta.storesPrev() {

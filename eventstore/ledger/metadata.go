@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	storedjson "github.com/go-json-experiment/json/v1"
+
 	"github.com/reviewledger/reviewledger/eventstore"
 )
 
@@ -72,25 +74,34 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 		Hash: base64.RawURLEncoding.EncodeToString(raw)})
 }
 
-// UnmarshalJSON reads metadata of any schema.
+// UnmarshalJSON reads metadata of any schema (decodeMetadata).
 func (m *Metadata) UnmarshalJSON(b []byte) error {
-	var s storedMetadata
-	if err := json.Unmarshal(b, &s); err != nil {
+	d, err := decodeMetadata(b)
+	if err != nil {
 		return err
 	}
+	*m = d
+	return nil
+}
+
+// decodeMetadata reads stored metadata of any schema, with encoding/json's
+// semantics on the faster decoder the ledger reads events with.
+func decodeMetadata(b []byte) (Metadata, error) {
+	var s storedMetadata
+	if err := storedjson.Unmarshal(b, &s); err != nil {
+		return Metadata{}, err
+	}
 	if s.V == nil {
-		*m = Metadata(s.metadataV1)
-		return nil
+		return Metadata(s.metadataV1), nil
 	}
 	if *s.V < compactSchema {
-		return fmt.Errorf("compact metadata of schema %d", *s.V)
+		return Metadata{}, fmt.Errorf("compact metadata of schema %d", *s.V)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s.H)
 	if err != nil || len(raw) == 0 {
-		return errors.New("metadata hash is not base64url")
+		return Metadata{}, errors.New("metadata hash is not base64url")
 	}
-	*m = Metadata{Schema: *s.V, Actor: s.A, RequestID: s.R, TraceParent: s.T, Hash: hex.EncodeToString(raw)}
-	return nil
+	return Metadata{Schema: *s.V, Actor: s.A, RequestID: s.R, TraceParent: s.T, Hash: hex.EncodeToString(raw)}, nil
 }
 
 // storesPrev reports whether m's stored form holds PrevHash.
