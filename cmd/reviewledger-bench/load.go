@@ -183,20 +183,29 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 
 // openLoop submits reviews at rate per second, each from a goroutine of
 // its own, for d, and returns their latencies.
-func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, error) {
+func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, int, error) {
 	end := time.Now().Add(d)
-	return openLoopUntil(ctx, c, first, rate, func(at time.Time) bool { return !at.Before(end) })
+	return openLoopUntil(ctx, c, first, rate, maxInFlight, func(at time.Time) bool { return !at.Before(end) })
 }
+
+// maxInFlight bounds the reviews an open loop has in flight at once: an
+// arrival finding that many unanswered is not sent but counted (the
+// service fell behind the rate), instead of opening sockets until the
+// process runs out of files.
+const maxInFlight = 2048
 
 // openLoopUntil submits reviews at rate per second, each from a goroutine
 // of its own, until done says the next arrival is past the end, and
-// returns their latencies.
-func openLoopUntil(ctx context.Context, c *client, first int, rate float64, done func(next time.Time) bool) ([]time.Duration, error) {
+// returns their latencies and how many arrivals were not sent because
+// limit (maxInFlight) were unanswered.
+func openLoopUntil(ctx context.Context, c *client, first int, rate float64, limit int64, done func(next time.Time) bool) ([]time.Duration, int, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
 		errs      []error
 		wg        sync.WaitGroup
+		inFlight  atomic.Int64
+		behind    int
 	)
 	rng := rand.New(rand.NewPCG(1, 2))
 	at := time.Now()
@@ -204,30 +213,36 @@ func openLoopUntil(ctx context.Context, c *client, first int, rate float64, done
 		if err := clock.Sleep(ctx, time.Until(at)); err != nil {
 			break
 		}
-		wg.Go(func() {
-			v, err := c.review(ctx, i)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case v.State != "accepted" || v.DecidedAt == nil:
-				errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
-			default:
-				latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
-			}
-		})
+		if inFlight.Load() >= limit {
+			behind++
+		} else {
+			inFlight.Add(1)
+			wg.Go(func() {
+				defer inFlight.Add(-1)
+				v, err := c.review(ctx, i)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case v.State != "accepted" || v.DecidedAt == nil:
+					errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
+				default:
+					latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
+				}
+			})
+		}
 		// Poisson arrivals at the rate.
 		at = at.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return latencies, fmt.Errorf("%d reviews failed; first: %w", len(errs), errs[0])
+		return latencies, behind, fmt.Errorf("%d reviews failed; first: %w", len(errs), errs[0])
 	}
 	if err := ctx.Err(); err != nil {
-		return latencies, fmt.Errorf("cut short after %d reviews: %w", len(latencies), err)
+		return latencies, behind, fmt.Errorf("cut short after %d reviews: %w", len(latencies), err)
 	}
-	return latencies, nil
+	return latencies, behind, nil
 }
 
 // reviewledgerRound runs one round of reviewledger on a fresh database and

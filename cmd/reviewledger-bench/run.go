@@ -118,8 +118,11 @@ func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error)
 		return nil, errors.Join(fmt.Errorf("warm-up: %w", err), srv.stop())
 	}
 	start := time.Now()
-	latencies, err := openLoop(rctx, c, 1_000_000, rate, cfg.LatencyRun)
+	latencies, behind, err := openLoop(rctx, c, 1_000_000, rate, cfg.LatencyRun)
 	elapsed := time.Since(start)
+	if behind > 0 {
+		err = errors.Join(err, fmt.Errorf("the service fell behind %.0f reviews/s: %d arrivals not sent with %d unanswered", rate, behind, maxInFlight))
+	}
 	if err = errors.Join(err, srv.stop()); err != nil {
 		return nil, err
 	}

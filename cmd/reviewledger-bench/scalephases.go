@@ -269,11 +269,12 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 		mu        sync.Mutex
 		purging   = true
 		latencies []time.Duration
+		behind    int
 		loopErr   error
 		wg        sync.WaitGroup
 	)
 	stillPurging := func(time.Time) bool { mu.Lock(); defer mu.Unlock(); return !purging }
-	wg.Go(func() { latencies, loopErr = openLoopUntil(ctx, c, 0, rate, stillPurging) })
+	wg.Go(func() { latencies, behind, loopErr = openLoopUntil(ctx, c, 0, rate, maxInFlight, stillPurging) })
 	start := time.Now()
 	n, err := store.PurgePayloads(ctx, cutoff) // the cutoff counted: exactly those
 	d := time.Since(start)
@@ -292,7 +293,17 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 	longest := slices.Max(append(latencies, 0))
 	r.line("  longest submit → decision meanwhile", fmt.Sprintf("%s (%d reviews at %.0f/s)", ms(longest), len(latencies), rate),
 		"< "+ms(targetPurgeBlock), benchtarget.VerdictUnder(msf(longest), msf(targetPurgeBlock)))
+	r.behind(behind)
 	return nil
+}
+
+// behind prints, when an open loop fell behind its rate, how many
+// arrivals it did not send (maxInFlight were unanswered): the service did
+// not keep up, a miss of the phase's target.
+func (r *scaleRun) behind(n int) {
+	if n > 0 {
+		r.line("  arrivals not sent, the service behind", fmt.Sprintf("%d (%d unanswered at once)", n, maxInFlight), "0", benchtarget.Below)
+	}
 }
 
 // steadyTables are the tables whose size must stay flat under a steady
@@ -351,7 +362,7 @@ func (r *scaleRun) steady(ctx context.Context, rate float64) error {
 		go func() { vacuumed <- r.vacuumEvery(vctx, time.Minute) }()
 	}
 	c := newClient(r.srv.URL, r.srv.token, r.sc.Clients, observeSubmit)
-	latencies, err := openLoop(ctx, c, 0, rate, r.sc.Steady)
+	latencies, behind, err := openLoop(ctx, c, 0, rate, r.sc.Steady)
 	stopVacuum()
 	if err = errors.Join(err, <-vacuumed); err != nil {
 		return fmt.Errorf("steady load: %w", err)
@@ -361,6 +372,7 @@ func (r *scaleRun) steady(ctx context.Context, rate float64) error {
 		return err
 	}
 	r.line("steady load at half the peak", fmt.Sprintf("%d reviews in %s at %.0f/s, p99 %s", len(latencies), r.sc.Steady, rate, ms(quantile(latencies, 0.99))), "", "")
+	r.behind(behind)
 	var grew []string
 	for _, name := range steadyTables {
 		b, a := before[name], after[name]
