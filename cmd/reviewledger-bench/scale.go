@@ -150,6 +150,7 @@ type scaleRun struct {
 	provURL string
 	srv     *server
 	checks  []string
+	stats   *pairStats // while compare runs, on a server with pg_stat_statements
 }
 
 // runScale grows a ledger and prints every figure as it is measured.
@@ -254,8 +255,20 @@ func (r *scaleRun) startServer(ctx context.Context, dbURL, profile string) error
 // right after the other, so that whatever else loads the machine weighs
 // on both alike, and returns the medians. It leaves serve running on the
 // grown ledger.
+//
+// On a server that loads pg_stat_statements, it also prints where the
+// database's time a review went in the rounds at the empty ledger and at N,
+// statement by statement.
 func (r *scaleRun) compare(ctx context.Context) (empty, full figures, err error) {
 	var empties, fulls []figures
+	stats, without := openStatementStats(ctx, r.sc.AdminURL)
+	if stats == nil {
+		r.line("  statement profile", "none: "+without, "", "")
+	} else {
+		defer stats.close(context.WithoutCancel(ctx))
+		r.stats = &pairStats{stats: stats, empty: statements{}, full: statements{}}
+		defer func() { r.stats = nil }()
+	}
 	for i := range r.sc.Pairs {
 		profile := func(name string) string {
 			if i > 0 || r.sc.ServeProfile == "" {
@@ -270,7 +283,7 @@ func (r *scaleRun) compare(ctx context.Context) (empty, full figures, err error)
 		if err := r.startServer(ctx, r.dbURL, profile("at-n.pprof")); err != nil {
 			return figures{}, figures{}, err
 		}
-		f, err := r.endToEnd(ctx, profile("at-n.pprof"))
+		f, err := r.measured(ctx, r.dbURL, true, func() (figures, error) { return r.endToEnd(ctx, profile("at-n.pprof")) })
 		if err != nil {
 			return figures{}, figures{}, fmt.Errorf("end to end at %d reviews: %w", r.sc.Reviews, err)
 		}
@@ -282,7 +295,45 @@ func (r *scaleRun) compare(ctx context.Context) (empty, full figures, err error)
 		empties, fulls = append(empties, e), append(fulls, f)
 		r.line(fmt.Sprintf("  pair %d: empty, then at N", i+1), fmt.Sprintf("%.0f/s p99 %s; %.0f/s p99 %s", e.PerSecond, ms(e.P99), f.PerSecond, ms(f.P99)), "", "")
 	}
+	if r.stats != nil {
+		r.printStatements(r.stats.empty, r.stats.full, r.stats.emptyReviews, r.stats.fullReviews)
+	}
 	return medianFigures(empties), medianFigures(fulls), nil
+}
+
+// pairStats collects the statement times of the pairs' rounds.
+type pairStats struct {
+	stats                     *statementStats
+	empty, full               statements
+	emptyReviews, fullReviews int
+}
+
+// measured runs round on the database of dbURL (at N when full) and adds
+// the statements it ran to the pairs' profile, when there is one.
+func (r *scaleRun) measured(ctx context.Context, dbURL string, full bool, round func() (figures, error)) (figures, error) {
+	if r.stats == nil {
+		return round()
+	}
+	if err := r.stats.stats.reset(ctx, dbURL); err != nil {
+		return figures{}, fmt.Errorf("reset pg_stat_statements: %w", err)
+	}
+	f, err := round()
+	if err != nil {
+		return f, err
+	}
+	got, err := r.stats.stats.read(ctx, dbURL)
+	if err != nil {
+		return f, fmt.Errorf("read pg_stat_statements: %w", err)
+	}
+	reviews := r.sc.Round + min(200, r.sc.Round/10+1) // with the warm-up
+	if full {
+		r.stats.full.add(got)
+		r.stats.fullReviews += reviews
+	} else {
+		r.stats.empty.add(got)
+		r.stats.emptyReviews += reviews
+	}
+	return f, nil
 }
 
 // emptyRound measures end to end on an empty ledger: a fresh database,
@@ -299,7 +350,7 @@ func (r *scaleRun) emptyRound(ctx context.Context, profile string) (f figures, e
 	if err := r.startServer(ctx, url, profile); err != nil {
 		return figures{}, err
 	}
-	f, err = r.endToEnd(ctx, profile)
+	f, err = r.measured(ctx, url, false, func() (figures, error) { return r.endToEnd(ctx, profile) })
 	return f, errors.Join(err, r.stopServer())
 }
 

@@ -56,6 +56,7 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 		`bytes per review on disk, content excluded +\d+ B .*<= 1200 B +` + verdict,
 		`bytes per review on disk, content included +\d+ B`,
 		`  event +\d+ B/review`,
+		`  statement profile +none: |  database time a review, empty → at N +[\d.]+ ms → [\d.]+ ms`,
 		`  pair 2: empty, then at N +\d+/s p99 [\d.]+ms; \d+/s p99 [\d.]+ms`,
 		`end to end at the empty ledger, median of 2 +\d+ reviews/s, p99 [\d.]+ms, serve \d+ MB`,
 		`end to end at 2000 reviews, median of 2 +\d+ reviews/s, p99 [\d.]+ms, serve \d+ MB`,
