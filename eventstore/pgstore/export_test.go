@@ -4,3 +4,6 @@ package pgstore
 // AppendMultiWith and the resolution of the streams it did not write, so
 // that a test can commit a racing append exactly there.
 func (s *Store) SetAfterCombined(f func()) { s.afterCombined = f }
+
+// HeadSQL is Head's statement, for a test of its plan.
+const HeadSQL = headSQL

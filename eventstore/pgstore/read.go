@@ -193,13 +193,19 @@ func clamp(n uint64) int64 {
 
 func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
 
+// headSQL reads the last readable position from the end of the primary
+// key. Its ORDER BY names the table's columns: a bare "xid" would be the
+// output column of the same name, the bigint cast, which no index orders,
+// and the head would cost a sort of the whole table.
+const headSQL = `SELECT xid::text::bigint, seq FROM event WHERE ` + readable + ` ORDER BY event.xid DESC, event.seq DESC LIMIT 1`
+
 // Head returns the position of the last event readable in the global order
 // now (eventstore.Start when there is none): a reader starting there sees
 // every event that becomes readable later.
 func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 	var xid, seq int64
 	err := s.read(ctx, func() error {
-		return s.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event WHERE `+readable+` ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&xid, &seq)
+		return s.pool.QueryRow(ctx, headSQL).Scan(&xid, &seq)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return eventstore.Start, nil

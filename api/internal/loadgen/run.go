@@ -155,7 +155,7 @@ func drain(ctx context.Context, svc *service, cfg Config, res *Result, streamPre
 	// which a long transaction anywhere on the server holds back (and then
 	// shows no lag); the event table itself does not.
 	var last eventstore.Position
-	err := svc.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&last.Commit, &last.Prepare)
+	err := svc.pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event ORDER BY event.xid DESC, event.seq DESC LIMIT 1`).Scan(&last.Commit, &last.Prepare)
 	if err != nil {
 		return fmt.Errorf("drain: last event: %w", err)
 	}
