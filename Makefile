@@ -39,6 +39,10 @@ topology: ## Start the multi-node topology on this machine (3 NATS nodes, Postgr
 ha: ## Start a private Patroni cluster (3 etcd members, 3 PostgreSQL nodes, synchronous_mode) until Ctrl-C and print its DATABASE_URL; never the machine's own server (.ci/ha).
 	.ci/ha
 
+.PHONY: pg-tuned
+pg-tuned: ## Start a private PostgreSQL set up for production (shared_buffers a quarter of memory, autovacuum, pg_stat_statements) until Ctrl-C and print its -admin-url for bench-scale; never the machine's own server (.ci/pgtuned).
+	.ci/pgtuned
+
 .PHONY: build
 build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger
