@@ -30,7 +30,8 @@ var actorProvider = ledger.Actor{Name: "provider"}
 // flight, the review moved on, or the append failed its expected-revision
 // check; each recorded as a conflicting completion), domain.ErrInvalidFinding
 // (the body is not a complete finding for the review). A delivery already
-// applied is answered nil again and changes nothing.
+// applied is answered nil again and changes nothing; copies of one
+// delivery arriving at once in one process get the first's answer.
 func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error {
 	if e.cfg.Signer == nil {
 		return fmt.Errorf("no callback secret configured: %w", provider.ErrInvalidSignature)
@@ -43,6 +44,18 @@ func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header htt
 	if err := domain.ValidateReviewID(reviewID); err != nil {
 		return fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
+	// Copies of one delivery arriving together in this process wait for
+	// the first and get its answer: one webhook-id, one answer. The work is
+	// not cut short when the first copy's client goes away.
+	_, err, _ = e.deliveries.Do(reviewID+"\x00"+webhookID, func() (any, error) {
+		return nil, e.deliver(context.WithoutCancel(ctx), webhookID, reviewID, body, now)
+	})
+	return err
+}
+
+// deliver applies a verified callback delivery, or answers a redelivery as
+// the first was answered.
+func (e *Engine) deliver(ctx context.Context, webhookID, reviewID string, body []byte, now time.Time) error {
 	first, outcome, err := e.store.SeeDelivery(ctx, webhookID, reviewID, now)
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -220,6 +221,9 @@ type Engine struct {
 	budget  *retryBudget
 
 	calls chan struct{} // provider call slots
+	// deliveries runs one callback delivery of a webhook-id at a time in
+	// this process: copies arriving while it runs get its answer.
+	deliveries singleflight.Group
 
 	mu   sync.Mutex
 	jobs map[string]*job // reviews this process is working or has parked
