@@ -264,6 +264,9 @@ func TestE2ENode(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
+	if os.Getenv("E2E_KEEP_LOGS") != "" {
+		t.Logf("node --test:\n%s\n%s", out, stderr.String())
+	}
 	results := parseTAP(string(out))
 	if len(results.children) == 0 {
 		t.Fatalf("node --test reported no test (%v)\nstdout:\n%s\nstderr:\n%s", runErr, out, stderr.String())

@@ -91,12 +91,17 @@ export class QueueStream implements AsyncIterable<QueueStreamEvent> {
           retryAfter = undefined;
         }
         const conn = new AbortController();
-        const onStop = () => conn.abort();
-        this.#stop.signal.addEventListener("abort", onStop, { once: true });
         let watchdog: ReturnType<typeof setTimeout> | undefined;
+        const onStop = () => {
+          clearTimeout(watchdog);
+          conn.abort();
+        };
+        this.#stop.signal.addEventListener("abort", onStop, { once: true });
         const touch = () => {
           clearTimeout(watchdog);
+          if (this.#stop.signal.aborted) return;
           watchdog = setTimeout(() => conn.abort(), idle);
+          watchdog.unref?.();
         };
         try {
           const headers: Record<string, string> = {
