@@ -208,7 +208,9 @@ func TestE2ENode(t *testing.T) {
 	node, npm := nodeTools(t)
 	reviewledgerBin(t)
 	npmCI(t, npm)
+	// Build the package, and check the examples against its declarations.
 	runIn(t, nodeDir, 3*time.Minute, node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json")
+	runIn(t, nodeDir, 3*time.Minute, node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.check.json")
 
 	prov := newScriptedProvider(t)
 	control := providerControl(t, prov)

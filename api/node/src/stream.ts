@@ -13,8 +13,8 @@ export type QueueStreamEvent =
       data: { position: string };
     }
   | {
-      /** The change: `added`, `claimed`, `released`, `approved`, `decided`, `requeued`, `held`, `unheld`; more may be added. */
-      event: QueueChange["type"] | (string & {});
+      /** The change: `added`, `claimed`, `released`, `approved`, `decided`, `requeued`, `held`, `unheld`; types are only added: ignore unknown ones. */
+      event: QueueChange["type"];
       /** Its position in the ledger's global order: opaque, resume after it with `lastEventId`. */
       id: string;
       data: QueueChange;

@@ -136,7 +136,10 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
 
     // An operator redelivers it: the handler answers 200 and does not handle it again.
     const admin = { authorization: `Bearer ${env.tokens.admin}` };
-    const list = await (await fetch(`${env.url}/v1/admin/deliveries?state=delivered&review_id=${id}`, { headers: admin })).json();
+    const list = await eventually("the delivery recorded as delivered", async () => {
+      const l = await (await fetch(`${env.url}/v1/admin/deliveries?state=delivered&review_id=${id}`, { headers: admin })).json();
+      return l.deliveries.length > 0 && l;
+    });
     assert.equal(list.deliveries.length, 1);
     const res = await fetch(`${env.url}/v1/admin/deliveries/${list.deliveries[0].id}/redeliver`, { method: "POST", headers: admin });
     assert.equal(res.status, 200);

@@ -518,7 +518,7 @@ export interface components {
             /** @description A class of the policy; unknown classes are 422. */
             content_class: string;
             /** @default text/plain */
-            content_type: string;
+            content_type?: string;
             /** @description The content: a string (its UTF-8 bytes are reviewed), a JSON object or array (reviewed as sent), or with content_encoding base64 a string of standard base64 (the decoded bytes are reviewed and digested). The body must be valid UTF-8 and name each member once; a string holding an unpaired UTF-16 surrogate escape is refused (400, naming the member). */
             content: string | Record<string, never> | unknown[];
             /**
