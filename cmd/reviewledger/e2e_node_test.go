@@ -104,6 +104,35 @@ func nodeTools(t *testing.T) (node, npm string) {
 	return node, npm
 }
 
+// nodeInputs lists what the Node tests read besides the Go sources: the
+// package, its tests and examples, the OpenAPI document and docs/api.md.
+// The test reads each, so that go test's cache knows them: a change to
+// any of them runs the test again.
+func nodeInputs(t *testing.T) {
+	t.Helper()
+	var files []string
+	for _, dir := range []string{"src", "src/generated", "test", "examples"} {
+		entries, err := os.ReadDir(filepath.Join(nodeDir, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				files = append(files, filepath.Join(nodeDir, dir, e.Name()))
+			}
+		}
+	}
+	for _, f := range []string{"package.json", "package-lock.json", "tsconfig.json", "tsconfig.check.json", "README.md"} {
+		files = append(files, filepath.Join(nodeDir, f))
+	}
+	files = append(files, filepath.Join(nodeDir, "..", "openapi.json"), filepath.Join(nodeDir, "..", "..", "docs", "api.md"))
+	for _, f := range files {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // npmCI installs the package's dependencies as package-lock.json says when
 // node_modules is missing or older than the lock file.
 func npmCI(t *testing.T, npm string) {
@@ -207,6 +236,7 @@ func TestE2ENode(t *testing.T) {
 	t.Parallel()
 	node, npm := nodeTools(t)
 	reviewledgerBin(t)
+	nodeInputs(t)
 	npmCI(t, npm)
 	// Build the package, and check the examples against its declarations.
 	runIn(t, nodeDir, 3*time.Minute, node, "node_modules/typescript/bin/tsc", "-p", "tsconfig.json")

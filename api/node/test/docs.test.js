@@ -42,7 +42,7 @@ test("docs/api.md's Node.js section and the README show the example files verbat
   const readme = readFileSync(new URL("README.md", pkg), "utf8");
   assert.deepEqual(examplesIn(jsBlocks(readme), "README.md").sort(), Object.keys(examples).sort());
   assert.equal(jsBlocks(readme)[0], examples["submit-and-wait.mjs"], "the README's first example is submit-and-wait");
-  assert.ok(jsBlocks(examples["submit-and-wait.mjs"]).length === 0 && examples["submit-and-wait.mjs"].trim().split("\n").length <= 10, "ten lines");
+  assert.ok(examples["submit-and-wait.mjs"].trim().split("\n").length <= 10, "submit and wait in ten lines");
 });
 
 const exampleEnv = () => ({

@@ -26,7 +26,7 @@ test("during a provider outage submit gives up at its deadline, and succeeds onc
   assert.equal(err.cause.status, 429);
   assert.equal(err.cause.kind, "overloaded");
   assert.ok(err.cause.retryAfterMs > 0, "the server said when to come back");
-  assert.ok(Date.now() < deadline + 1000, "it gave up at the deadline");
+  assert.ok(Date.now() < deadline + 2000, "it gave up at the deadline");
   const absent = await c.get(late).catch((e) => e);
   assert.ok(absent instanceof NotFoundError, "a timeout is never a decision: nothing was stored");
 
