@@ -144,7 +144,9 @@ export class QueueStream implements AsyncIterable<QueueStreamEvent> {
               } catch {
                 continue; // not ours to guess at
               }
-              yield { event: ev.event ?? "message", id: ev.id, data } as QueueStreamEvent;
+              const event = ev.event ?? "message";
+              // The id field carries over to later events; ready has none of its own.
+              yield { event, id: event === "ready" ? undefined : ev.id, data } as QueueStreamEvent;
             }
           } catch (err) {
             if (this.#stop.signal.aborted) return;

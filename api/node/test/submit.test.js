@@ -13,6 +13,7 @@ import {
   TransportError,
   UnauthorizedError,
   UnavailableError,
+  retryAfterMs,
 } from "@reviewledger/client";
 import { client, closedPort, env, hostPort, needsServer, providerCalls, submission, tcpProxy, uniqueId } from "./helpers.js";
 
@@ -212,4 +213,15 @@ test("backoff doubles up to its maximum, with jitter, and never under Retry-Afte
     assert.ok(d > full / 2 - 1 && d <= full, `try ${n}: ${d}`);
   }
   assert.equal(highest.backoff(1, 5000), 5000);
+});
+
+test("Retry-After is read as seconds or an HTTP date, at most a minute", () => {
+  assert.equal(retryAfterMs("2"), 2000);
+  assert.equal(retryAfterMs(" 0 "), 0);
+  const inTen = retryAfterMs(new Date(Date.now() + 10_000).toUTCString()) ?? -1;
+  assert.ok(inTen > 8000 && inTen <= 10_000, String(inTen));
+  assert.equal(retryAfterMs(new Date(Date.now() - 10_000).toUTCString()), 0, "a date past is now");
+  assert.equal(retryAfterMs("3600"), 60_000);
+  assert.equal(retryAfterMs("soon"), undefined);
+  assert.equal(retryAfterMs(null), undefined);
 });

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { test } from "node:test";
 import { Webhook } from "standardwebhooks";
-import { WebhookVerificationError, createWebhookHandler, verifyWebhook } from "@reviewledger/client";
+import { MemorySeenStore, WebhookVerificationError, createWebhookHandler, verifyWebhook } from "@reviewledger/client";
 import { client, env, eventually, needsServer, submission, uniqueId } from "./helpers.js";
 
 const secret = "whsec_" + Buffer.from("a test secret of 32 bytes or so!").toString("base64");
@@ -101,6 +101,32 @@ test("the handler answers as the notifier expects: 204, 200 for a redelivery, 50
   } finally {
     await srv.close();
   }
+});
+
+test("replicas sharing a SeenStore handle a webhook once between them; a MemorySeenStore forgets after its TTL", async () => {
+  const ids = new Set();
+  /** @type {import("@reviewledger/client").SeenStore} */
+  const shared = { has: async (id) => ids.has(id), add: async (id) => void ids.add(id) };
+  const handled = [];
+  const replicas = await Promise.all(
+    [1, 2].map((n) => serve(createWebhookHandler({ secret, seen: shared, onEvent: (ev) => void handled.push(`${n}:${ev.id}`) }))),
+  );
+  try {
+    const { raw, headers } = signed(body, { id: "msg_shared" });
+    const post = (url) => fetch(url, { method: "POST", headers, body: raw });
+    assert.equal((await post(replicas[0].url)).status, 204);
+    assert.equal((await post(replicas[1].url)).status, 200, "the other replica knows it was handled");
+    assert.deepEqual(handled, ["1:msg_shared"]);
+  } finally {
+    await Promise.all(replicas.map((r) => r.close()));
+  }
+
+  const store = new MemorySeenStore(50);
+  store.add("a");
+  assert.equal(store.has("a"), true);
+  assert.equal(store.has("b"), false);
+  await new Promise((r) => setTimeout(r, 80));
+  assert.equal(store.has("a"), false, "forgotten after the TTL");
 });
 
 test("the handler receives the server's webhooks: it fails, recovers, and drops a redelivery", needsServer, async () => {
