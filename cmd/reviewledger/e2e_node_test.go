@@ -386,7 +386,7 @@ func parseTAP(out string) *tapResult {
 		}
 		if strings.TrimSpace(line) == "---" && last != nil {
 			inYAML = true
-			indent = line[:strings.Index(line, "---")]
+			indent, _, _ = strings.Cut(line, "---")
 		}
 	}
 	root.children = pending[0]
