@@ -110,16 +110,19 @@ export interface SeenStore {
 /** A SeenStore in this process's memory, forgetting IDs after `ttlMs` (default 48 hours). */
 export class MemorySeenStore implements SeenStore {
   readonly #ttl: number;
+  readonly #now: () => number;
   readonly #seen = new Map<string, number>();
-  constructor(ttlMs = 48 * 3600 * 1000) {
+  /** now is the clock, in epoch ms (Date.now by default). */
+  constructor(ttlMs = 48 * 3600 * 1000, now: () => number = Date.now) {
     this.#ttl = ttlMs;
+    this.#now = now;
   }
   has(id: string): boolean {
     const at = this.#seen.get(id);
-    return at !== undefined && Date.now() - at < this.#ttl;
+    return at !== undefined && this.#now() - at < this.#ttl;
   }
   add(id: string): void {
-    const now = Date.now();
+    const now = this.#now();
     this.#seen.set(id, now);
     for (const [k, at] of this.#seen) {
       if (now - at < this.#ttl) break; // oldest first: the rest are younger

@@ -99,7 +99,10 @@ export function submission(id, contentClass, text = `content of ${id}`) {
 /**
  * A TCP proxy to target (host:port) on a port of its own, which can drop
  * every connection and refuse new ones until it is let through again.
- * onData sees each chunk sent to the target.
+ * onRequest sees each chunk a client sends, with its connection: it
+ * answers "forward" (the default) to pass it on, or "drop" to keep it
+ * from the target; conn.loseAnswer() keeps the target's next answer from
+ * the client and drops the client's connection once it has come.
  */
 export async function tcpProxy(target, { onRequest } = {}) {
   const [host, port] = target.split(":");
@@ -121,11 +124,11 @@ export async function tcpProxy(target, { onRequest } = {}) {
     };
     client.on("error", close).on("close", close);
     upstream.on("error", close).on("close", close);
-    let muted = false;
+    let losing = false;
     const conn = {
       socket: client,
-      mute() {
-        muted = true;
+      loseAnswer() {
+        losing = true;
       },
     };
     client.on("data", (chunk) => {
@@ -133,7 +136,8 @@ export async function tcpProxy(target, { onRequest } = {}) {
       if (verdict === "forward") upstream.write(chunk);
     });
     upstream.on("data", (chunk) => {
-      if (!muted) client.write(chunk);
+      if (losing) close();
+      else client.write(chunk);
     });
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
