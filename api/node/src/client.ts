@@ -448,12 +448,17 @@ export function retryAfterMs(v: string | null): number | undefined {
   return Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS);
 }
 
+/** A review ID as a path segment: as it is when it is one the server accepts (all of its characters are safe there), escaped otherwise. */
+function idSegment(id: string): string {
+  return /^[A-Za-z0-9._:-]+$/.test(id) ? id : encodeURIComponent(id);
+}
+
 function reviewPath(id: string): string {
-  return `/v1/reviews/${encodeURIComponent(id)}`;
+  return `/v1/reviews/${idSegment(id)}`;
 }
 
 function queuePath(id: string): string {
-  return `/v1/manual-queue/${encodeURIComponent(id)}`;
+  return `/v1/manual-queue/${idSegment(id)}`;
 }
 
 function describe(err: unknown): string {

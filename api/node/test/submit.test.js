@@ -43,6 +43,17 @@ test("submit creates a review, and again returns the same one", needsServer, asy
   assert.equal(calls[0].idempotency_key, id, "the provider is called with the review ID as the key");
 });
 
+test("review IDs with every character allowed reach the server as they are", needsServer, async () => {
+  const c = client("submitter");
+  const id = `${uniqueId("node:ID_with.every-char")}:x`;
+  const res = await c.submit(submission(id, "node_fast"));
+  assert.equal(res.review.review_id, id);
+  assert.equal((await c.waitForDecision(id)).review_id, id);
+  assert.equal((await c.get(id)).state, "accepted");
+  assert.equal((await client("auditor").events(id)).review_id, id);
+  assert.equal((await client("moderator").timeline(id)).review_id, id);
+});
+
 test("problems are typed errors with type, status, field and request_id", needsServer, async () => {
   const c = client("submitter");
   const id = uniqueId("node-problem");
