@@ -75,7 +75,7 @@ for (const file of ["webhook-receiver.mjs", "express-receiver.mjs"]) {
       }
       const id = uniqueId("node-example-hook");
       await client("submitter").submit(submission(id, "node_fast"));
-      await p.waitFor(new RegExp(`^review\\.decided ${id} accepted$`));
+      await p.waitFor(new RegExp(`^review\\.decided ${id} accepted$`), 60_000);
     } finally {
       await p.stop();
     }

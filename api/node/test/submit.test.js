@@ -130,6 +130,31 @@ test("connection failures are retried until the deadline leaves no time, then De
   assert.ok(Date.now() < deadline + 2000, "it gave up at the deadline");
 });
 
+test("a try still in flight at the deadline is cut there: DeadlineExceededError, not a decision", async () => {
+  const net = await import("node:net");
+  const sockets = [];
+  const silent = net.createServer((s) => void sockets.push(s)); // accepts, never answers
+  await new Promise((resolve) => silent.listen(0, "127.0.0.1", () => resolve(undefined)));
+  try {
+    const { port } = /** @type {import("node:net").AddressInfo} */ (silent.address());
+    const c = client("submitter", { baseUrl: `http://127.0.0.1:${port}` });
+    const deadline = Date.now() + 1000;
+    const err = await c.submit(submission("node-silent-1", "node_fast"), { deadline: new Date(deadline) }).catch((e) => e);
+    assert.ok(err instanceof DeadlineExceededError, String(err));
+    assert.equal(err.tries, 1);
+    assert.ok(Date.now() >= deadline - 5, "not before the deadline");
+    assert.ok(Date.now() < deadline + 2000, "at the deadline");
+    assert.equal(sockets.length, 1, "one try");
+  } finally {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => silent.close(() => resolve(undefined)));
+  }
+
+  const past = await client("submitter").submit(submission("node-past-1", "node_fast"), { deadline: new Date(Date.now() - 1) }).catch((e) => e);
+  assert.ok(past instanceof DeadlineExceededError, String(past));
+  assert.equal(past.tries, 0, "a deadline already past sends nothing");
+});
+
 test("the signal abandons a submit between tries", async () => {
   const port = await closedPort();
   const c = client("submitter", { baseUrl: `http://127.0.0.1:${port}` });

@@ -158,7 +158,7 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
     const s = client("submitter");
     await s.submit(submission(id, "node_fast"));
     const decided = await s.waitForDecision(id, { signal: AbortSignal.timeout(30_000) });
-    await eventually("the decision webhook handled", () => handled.length === 1);
+    await eventually("the decision webhook handled", () => handled.length === 1, 60_000);
     assert.equal(failures, 3);
     const [ev] = handled;
     assert.equal(ev.type, "review.decided");
@@ -173,11 +173,11 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
     const list = await eventually("the delivery recorded as delivered", async () => {
       const l = await (await fetch(`${env.url}/v1/admin/deliveries?state=delivered&review_id=${id}`, { headers: admin })).json();
       return l.deliveries.length > 0 && l;
-    });
+    }, 60_000);
     assert.equal(list.deliveries.length, 1);
     const res = await fetch(`${env.url}/v1/admin/deliveries/${list.deliveries[0].id}/redeliver`, { method: "POST", headers: admin });
     assert.equal(res.status, 200);
-    await eventually("the redelivery answered", () => srv.answers.filter((a) => a.id === ev.id).length === 5);
+    await eventually("the redelivery answered", () => srv.answers.filter((a) => a.id === ev.id).length === 5, 60_000);
     assert.equal(srv.answers.filter((a) => a.id === ev.id).at(-1)?.status, 200);
     assert.equal(handled.length, 1);
   } finally {
