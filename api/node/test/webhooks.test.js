@@ -137,7 +137,18 @@ test("replicas sharing a SeenStore handle a webhook once between them; a MemoryS
   assert.equal(store.has("a"), false);
 });
 
-test("the handler receives the server's webhooks: it fails, recovers, and drops a redelivery", needsServer, async () => {
+test("the handler receives the server's webhooks: down, then failing, it recovers, and drops a redelivery", needsServer, async () => {
+  const admin = { authorization: `Bearer ${env.tokens.admin}` };
+  const s = client("submitter");
+  // Decided while the receiver is down: the server retries its webhook.
+  const early = uniqueId("node-webhook-early");
+  await s.submit(submission(early, "node_fast"));
+  await s.waitForDecision(early, { signal: AbortSignal.timeout(30_000) });
+  await eventually("the early webhook failing", async () => {
+    const l = await (await fetch(`${env.url}/v1/admin/deliveries?state=failing&review_id=${early}`, { headers: admin })).json();
+    return l.deliveries.length === 1 && /refused/.test(l.deliveries[0].last_error ?? "");
+  });
+
   const id = uniqueId("node-webhook");
   let failures = 0;
   /** @type {import("@reviewledger/client").WebhookEvent[]} */
@@ -145,6 +156,7 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
   const handler = createWebhookHandler({
     secret: env.notifySecret,
     onEvent(ev) {
+      if (ev.review.review_id === early) handled.push(ev);
       if (ev.review.review_id !== id) return; // other tests' reviews
       if (failures < 3) {
         failures++;
@@ -155,7 +167,8 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
   });
   const srv = await serve(handler, env.notifyAddr);
   try {
-    const s = client("submitter");
+    await eventually("the early webhook delivered once the receiver is up", () => handled.some((e) => e.review.review_id === early), 60_000);
+    handled.length = 0;
     await s.submit(submission(id, "node_fast"));
     const decided = await s.waitForDecision(id, { signal: AbortSignal.timeout(30_000) });
     await eventually("the decision webhook handled", () => handled.length === 1, 60_000);
@@ -169,7 +182,6 @@ test("the handler receives the server's webhooks: it fails, recovers, and drops 
     );
 
     // An operator redelivers it: the handler answers 200 and does not handle it again.
-    const admin = { authorization: `Bearer ${env.tokens.admin}` };
     const list = await eventually("the delivery recorded as delivered", async () => {
       const l = await (await fetch(`${env.url}/v1/admin/deliveries?state=delivered&review_id=${id}`, { headers: admin })).json();
       return l.deliveries.length > 0 && l;
