@@ -297,7 +297,6 @@ func TestE2ENode(t *testing.T) {
 		"RL_TOKEN_MODERATOR2="+tokModerator2,
 		"RL_TOKEN_AUDITOR="+tokAuditor,
 		"RL_TOKEN_ADMIN="+tokAdmin,
-		"RL_SERVE_BIN="+binPath,
 	)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
