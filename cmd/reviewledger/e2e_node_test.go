@@ -86,7 +86,7 @@ func nodeTools(t *testing.T) (node, npm string) {
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("node is not installed: the Node.js client's tests need Node 20 or later")
+		missing("node is not installed: the Node.js client's tests need Node 20.11 or later")
 	}
 	npm, err = exec.LookPath("npm")
 	if err != nil {
