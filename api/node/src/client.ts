@@ -87,6 +87,12 @@ export interface SubmitOptions extends CallOptions {
    * DeadlineExceededError, never with a decision.
    */
   deadline?: Deadline;
+  /**
+   * At most this many retries (default: as many as the deadline leaves
+   * time for); past them the last failure is thrown (a TransportError or
+   * an UnavailableError).
+   */
+  retries?: number;
 }
 
 export interface SubmitResult {
@@ -171,7 +177,7 @@ export class Client {
     const { status, body: out, tries } = await this.#retrying("POST", "/v1/reviews", body, {
       signal: options.signal,
       deadlineAt,
-      retries: Infinity,
+      retries: options.retries ?? Infinity,
       what: `submit ${review.review_id}`,
     });
     return { review: out as Review, created: status === 202, tries };

@@ -203,6 +203,20 @@ test("429 and 503 are retried, never sooner than their Retry-After", needsServer
   }
 });
 
+test("a bounded retry counter: past its retries submit throws the last failure", needsServer, async () => {
+  const { proxy, arrivals } = await stubbedServer(10, 503, "0");
+  try {
+    const err = await client("submitter", { baseUrl: proxy.url })
+      .submit(submission(uniqueId("node-retries"), "node_fast"), { deadline: 10_000, retries: 2 })
+      .catch((e) => e);
+    assert.ok(err instanceof UnavailableError, String(err));
+    assert.equal(err.status, 503);
+    assert.equal(arrivals.length, 3, "one try and two retries");
+  } finally {
+    await proxy.close();
+  }
+});
+
 test("a Retry-After past the deadline gives up at once, with the 429 as the cause", needsServer, async () => {
   const { proxy, arrivals } = await stubbedServer(10, 429, "30");
   try {
