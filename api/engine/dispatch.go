@@ -13,6 +13,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // openPubSub creates the publisher and subscriber of the configured
@@ -193,6 +195,8 @@ func (e *Engine) ensureStream(js jetstream.JetStream, cfg jetstream.StreamConfig
 			return err
 		}
 		e.log.Warn("JetStream work stream not ready; retrying", "stream", cfg.Name, "error", err.Error())
-		time.Sleep(time.Second)
+		if err := clock.Sleep(e.stopping, time.Second); err != nil {
+			return fmt.Errorf("JetStream work stream %s not ready: %w", cfg.Name, err)
+		}
 	}
 }
