@@ -346,19 +346,18 @@ func (g sloGrain) roll(m map[minuteKey]*minuteCounts) map[minuteKey]*minuteCount
 }
 
 func (g sloGrain) rollBuckets(m map[bucketKey]int64) map[bucketKey]int64 {
-	out := make(map[bucketKey]int64, len(m))
-	for k, n := range m {
-		k.minute = g.at(k.minute)
-		out[k] += n
-	}
-	return out
+	return rollCounts(m, func(k bucketKey) bucketKey { k.minute = g.at(k.minute); return k })
 }
 
 func (g sloGrain) rollConflicts(m map[minuteKey]int64) map[minuteKey]int64 {
-	out := make(map[minuteKey]int64, len(m))
+	return rollCounts(m, func(k minuteKey) minuteKey { k.minute = g.at(k.minute); return k })
+}
+
+// rollCounts sums the counts of m under the keys key maps them to.
+func rollCounts[K comparable](m map[K]int64, key func(K) K) map[K]int64 {
+	out := make(map[K]int64, len(m))
 	for k, n := range m {
-		k.minute = g.at(k.minute)
-		out[k] += n
+		out[key(k)] += n
 	}
 	return out
 }

@@ -139,6 +139,18 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) (int,
 	return res.StatusCode, b, err
 }
 
+// tally adds what became of review i (its view v, or err) to the
+// latencies of the reviews accepted or to the errors.
+func tally(c *client, i int, v view, err error, latencies []time.Duration, errs []error) ([]time.Duration, []error) {
+	switch {
+	case err != nil:
+		return latencies, append(errs, err)
+	case v.State != "accepted" || v.DecidedAt == nil:
+		return latencies, append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
+	}
+	return append(latencies, v.DecidedAt.Sub(v.SubmittedAt)), errs
+}
+
 // closedLoop runs n reviews from clients goroutines, each submitting its
 // next review once its last was decided, and returns their latencies.
 func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.Duration, error) {
@@ -159,14 +171,7 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 				}
 				v, err := c.review(ctx, i)
 				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, err)
-				case v.State != "accepted" || v.DecidedAt == nil:
-					errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
-				default:
-					latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
-				}
+				latencies, errs = tally(c, i, v, err, latencies, errs)
 				mu.Unlock()
 			}
 		})
@@ -222,14 +227,7 @@ func openLoopUntil(ctx context.Context, c *client, first int, rate float64, limi
 				v, err := c.review(ctx, i)
 				mu.Lock()
 				defer mu.Unlock()
-				switch {
-				case err != nil:
-					errs = append(errs, err)
-				case v.State != "accepted" || v.DecidedAt == nil:
-					errs = append(errs, fmt.Errorf("%s ended %s", c.id(i), v.State))
-				default:
-					latencies = append(latencies, v.DecidedAt.Sub(v.SubmittedAt))
-				}
+				latencies, errs = tally(c, i, v, err, latencies, errs)
 			})
 		}
 		// Poisson arrivals at the rate.
