@@ -87,9 +87,12 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 // decodeMetadata reads stored metadata of any schema, with encoding/json's
 // semantics on the faster decoder the ledger reads events with.
 func decodeMetadata(b []byte) (Metadata, error) {
-	var s storedMetadata
-	if err := storedjson.Unmarshal(b, &s); err != nil {
-		return Metadata{}, err
+	s, ok := scanCompact(b)
+	if !ok {
+		s = storedMetadata{}
+		if err := storedjson.Unmarshal(b, &s); err != nil {
+			return Metadata{}, err
+		}
 	}
 	if s.V == nil {
 		return Metadata(s.metadataV1), nil
