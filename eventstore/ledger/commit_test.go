@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -34,34 +35,39 @@ func (c *gatedCommitter) Commit(_ context.Context, appends []eventstore.StreamAp
 
 // With one flush at a time and a window, a batch gathered while the one
 // before was written waits the window for more: the appends made during
-// it go together.
+// it go together. On synctest's clock: the window passes only once every
+// goroutine waits, so no load on the machine can close it early.
 func TestWindowWithOneFlush(t *testing.T) {
 	t.Parallel()
-	c := &gatedCommitter{gate: make(chan struct{}), started: make(chan struct{})}
-	g := newGroupCommit(c, GroupCommit{Flushes: 1, Window: 300 * time.Millisecond})
-	var wg sync.WaitGroup
-	appendTo := func(stream string) {
-		wg.Go(func() {
-			if _, err := g.append(context.Background(), eventstore.StreamAppend{Stream: stream}, nil); err != nil {
-				t.Errorf("append %s: %v", stream, err)
-			}
-		})
-	}
-	appendTo("lone")
-	<-c.started // the lone append is being written
-	appendTo("during-1")
-	for g.queued() != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	close(c.gate) // the next batch, of one, is under load: it waits
-	time.Sleep(50 * time.Millisecond)
-	appendTo("during-2")
-	wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fmt.Sprint(c.batches) != "[1 2]" {
-		t.Fatalf("batches %v, want [1 2]: the lone append at once, then the two gathered by the window", c.batches)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := &gatedCommitter{gate: make(chan struct{}), started: make(chan struct{})}
+		g := newGroupCommit(c, GroupCommit{Flushes: 1, Window: 300 * time.Millisecond})
+		var wg sync.WaitGroup
+		appendTo := func(stream string) {
+			wg.Go(func() {
+				if _, err := g.append(context.Background(), eventstore.StreamAppend{Stream: stream}, nil); err != nil {
+					t.Errorf("append %s: %v", stream, err)
+				}
+			})
+		}
+		appendTo("lone")
+		<-c.started // the lone append is being written
+		appendTo("during-1")
+		synctest.Wait()
+		if n := g.queued(); n != 1 {
+			t.Fatalf("%d appends queued behind the lone one, want 1", n)
+		}
+		close(c.gate)                     // the next batch, of one, is under load: it waits
+		synctest.Wait()                   // the writer waits for the window
+		time.Sleep(50 * time.Millisecond) // within the window
+		appendTo("during-2")
+		wg.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if fmt.Sprint(c.batches) != "[1 2]" {
+			t.Fatalf("batches %v, want [1 2]: the lone append at once, then the two gathered by the window", c.batches)
+		}
+	})
 }
 
 // queued returns how many appends wait for a batch.
@@ -72,34 +78,35 @@ func (g *groupCommit) queued() int {
 }
 
 // Stats show a batch being written and the appends waiting behind it,
-// then the time spent once it is written.
+// then the time spent once it is written (on synctest's clock, so that
+// the 20 ms the batch is held are exactly 20 ms).
 func TestStatsShowTheBatchBeingWritten(t *testing.T) {
 	t.Parallel()
-	c := &gatedCommitter{gate: make(chan struct{}), started: make(chan struct{})}
-	g := newGroupCommit(c, GroupCommit{Flushes: 1})
-	var wg sync.WaitGroup
-	for _, stream := range []string{"first", "behind"} {
-		wg.Go(func() {
-			if _, err := g.append(context.Background(), eventstore.StreamAppend{Stream: stream}, nil); err != nil {
-				t.Errorf("append %s: %v", stream, err)
+	synctest.Test(t, func(t *testing.T) {
+		c := &gatedCommitter{gate: make(chan struct{}), started: make(chan struct{})}
+		g := newGroupCommit(c, GroupCommit{Flushes: 1})
+		var wg sync.WaitGroup
+		for _, stream := range []string{"first", "behind"} {
+			wg.Go(func() {
+				if _, err := g.append(context.Background(), eventstore.StreamAppend{Stream: stream}, nil); err != nil {
+					t.Errorf("append %s: %v", stream, err)
+				}
+			})
+			if stream == "first" {
+				<-c.started
 			}
-		})
-		if stream == "first" {
-			<-c.started
 		}
-	}
-	for g.queued() != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
-	if st := g.snapshot(time.Now()); st.Waiting != 1 || st.Writing < 20*time.Millisecond || st.Batches != 0 {
-		t.Fatalf("while the first batch is written: %+v, want 1 waiting and the batch in flight for 20ms or more", st)
-	}
-	close(c.gate)
-	wg.Wait()
-	if st := g.snapshot(time.Now()); st.Waiting != 0 || st.Writing != 0 || st.Batches != 2 || st.Appends != 2 || st.Seconds < 0.02 {
-		t.Fatalf("once written: %+v, want 2 batches of 1, none in flight or waiting, 20ms or more spent", st)
-	}
+		synctest.Wait()
+		time.Sleep(20 * time.Millisecond)
+		if st := g.snapshot(time.Now()); st.Waiting != 1 || st.Writing != 20*time.Millisecond || st.Batches != 0 {
+			t.Fatalf("while the first batch is written: %+v, want 1 waiting and the batch in flight for 20ms", st)
+		}
+		close(c.gate)
+		wg.Wait()
+		if st := g.snapshot(time.Now()); st.Waiting != 0 || st.Writing != 0 || st.Batches != 2 || st.Appends != 2 || st.Seconds < 0.02 {
+			t.Fatalf("once written: %+v, want 2 batches of 1, none in flight or waiting, 20ms or more spent", st)
+		}
+	})
 }
 
 // orderCommitter records the streams and first event types it writes, in
@@ -169,38 +176,47 @@ func TestAppendsToOneStreamInOrderWithTwoFlushes(t *testing.T) {
 }
 
 // An append waiting for a window to pass is still queued: its caller's
-// context ending withdraws it, and it is never written.
+// context ending withdraws it, and it is never written, not even once the
+// window has passed (on synctest's clock: the writer has woken, found
+// nothing and stopped before the check).
 func TestWithdrawnWhileTheWindowGathers(t *testing.T) {
 	t.Parallel()
-	c := &orderCommitter{hold: "lone", gate: make(chan struct{}), held: make(chan struct{})}
-	g := newGroupCommit(c, GroupCommit{Flushes: 1, Window: 300 * time.Millisecond})
-	lone := make(chan error, 1)
-	go func() {
-		_, err := g.append(context.Background(), eventstore.StreamAppend{Stream: "a", Events: []eventstore.EventData{{Type: "lone"}}}, nil)
-		lone <- err
-	}()
-	<-c.held
-	ctx, cancel := context.WithCancel(context.Background())
-	gathered := make(chan error, 1)
-	go func() {
-		_, err := g.append(ctx, eventstore.StreamAppend{Stream: "b", Events: []eventstore.EventData{{Type: "gathered"}}}, nil)
-		gathered <- err
-	}()
-	eventually(t, "b queued", func() bool { return g.queued() == 1 })
-	close(c.gate) // the writer now waits the window, b queued
-	if err := <-lone; err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	err := <-gathered
-	var u errUnsure
-	if !errors.Is(err, context.Canceled) || errors.As(err, &u) {
-		t.Fatalf("withdrawn during the window: %v, want context.Canceled, nothing written", err)
-	}
-	time.Sleep(400 * time.Millisecond) // the window passes
-	if got := c.order(); got != "[a/lone]" {
-		t.Fatalf("written %s, want only a/lone", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := &orderCommitter{hold: "lone", gate: make(chan struct{}), held: make(chan struct{})}
+		g := newGroupCommit(c, GroupCommit{Flushes: 1, Window: 300 * time.Millisecond})
+		lone := make(chan error, 1)
+		go func() {
+			_, err := g.append(context.Background(), eventstore.StreamAppend{Stream: "a", Events: []eventstore.EventData{{Type: "lone"}}}, nil)
+			lone <- err
+		}()
+		<-c.held
+		ctx, cancel := context.WithCancel(context.Background())
+		gathered := make(chan error, 1)
+		go func() {
+			_, err := g.append(ctx, eventstore.StreamAppend{Stream: "b", Events: []eventstore.EventData{{Type: "gathered"}}}, nil)
+			gathered <- err
+		}()
+		synctest.Wait()
+		if n := g.queued(); n != 1 {
+			t.Fatalf("%d appends queued behind a/lone, want b", n)
+		}
+		close(c.gate) // the writer now waits the window, b queued
+		if err := <-lone; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the writer waits for the window
+		cancel()
+		err := <-gathered
+		var u errUnsure
+		if !errors.Is(err, context.Canceled) || errors.As(err, &u) {
+			t.Fatalf("withdrawn during the window: %v, want context.Canceled, nothing written", err)
+		}
+		time.Sleep(400 * time.Millisecond) // the window passes
+		synctest.Wait()
+		if got := c.order(); got != "[a/lone]" {
+			t.Fatalf("written %s, want only a/lone", got)
+		}
+	})
 }
 
 // eventually waits up to 5s for cond.
