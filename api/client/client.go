@@ -11,7 +11,6 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -124,15 +123,4 @@ func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
 	d = min(d, c.cfg.BackoffMax)
 	d -= time.Duration(rand.Float64() * float64(d/2))
 	return max(d, retryAfter)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

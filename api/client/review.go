@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // State is where a review stands.
@@ -129,7 +131,7 @@ func (c *Client) Wait(ctx context.Context, id string) (Review, error) {
 		if errors.As(err, &te) {
 			retryAfter = te.retryAfter
 		}
-		if err := sleep(ctx, c.backoff(try, retryAfter)); err != nil {
+		if err := clock.Sleep(ctx, c.backoff(try, retryAfter)); err != nil {
 			return Review{}, fmt.Errorf("wait for %s: %w", id, err)
 		}
 	}
@@ -162,7 +164,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, wait 
 		if err == nil || !errors.As(err, &te) || try > retries || ctx.Err() != nil {
 			return status, err
 		}
-		if err := sleep(ctx, c.backoff(try, te.retryAfter)); err != nil {
+		if err := clock.Sleep(ctx, c.backoff(try, te.retryAfter)); err != nil {
 			return 0, err
 		}
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // Clock is the engine's view of time. Every wait watches its context, so a
@@ -23,20 +25,8 @@ type SystemClock struct{}
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// Sleep waits on a timer or ctx.
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Sleep waits d or until ctx is done (clock.Sleep).
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, d) }
 
 // AfterFunc is time.AfterFunc.
 func (SystemClock) AfterFunc(d time.Duration, f func()) func() bool {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // SimConfig shapes the simulated provider. Rates are probabilities in
@@ -64,7 +65,7 @@ func (c *SimConfig) setDefaults() {
 		c.P99Latency = max(2*time.Second, c.MedianLatency)
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = clock.Sleep
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -208,18 +209,4 @@ func (s *Sim) callback(f domain.Finding, delay time.Duration) {
 		// the service's to record.
 		_ = s.cfg.Deliver(s.ctx, f.ReviewID, h, body)
 	}()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
