@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // ErrInvalidConfig is wrapped by the errors of New and NewReceiver; the
@@ -113,14 +115,8 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}, nil
 }
 
-// backoff is the wait before try n+1 (n from 1): doubled per try, at most
-// BackoffMax, less up to half of it at random, at least retryAfter.
+// backoff is the wait before try n+1 (n from 1): clock.Backoff from
+// BackoffInitial to BackoffMax, with a random jitter, at least retryAfter.
 func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := c.cfg.BackoffInitial
-	for i := 1; i < n && d < c.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, c.cfg.BackoffMax)
-	d -= time.Duration(rand.Float64() * float64(d/2))
-	return max(d, retryAfter)
+	return clock.Backoff(c.cfg.BackoffInitial, c.cfg.BackoffMax, n, rand.Float64(), retryAfter)
 }

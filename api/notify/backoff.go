@@ -7,21 +7,6 @@ import (
 	"time"
 )
 
-// backoff is the wait after the failures-th failed attempt of a delivery:
-// BackoffInitial doubled for every failure before it, at most BackoffMax,
-// less up to half of it at random (rnd in [0, 1)), so that deliveries
-// failing together do not come back together; and never less than the
-// receiver's Retry-After.
-func backoff(initial, maxWait time.Duration, failures int, rnd float64, retryAfter time.Duration) time.Duration {
-	d := initial
-	for i := 1; i < failures && d < maxWait; i++ {
-		d *= 2
-	}
-	d = min(d, maxWait)
-	d -= time.Duration(float64(d/2) * rnd)
-	return max(d, retryAfter)
-}
-
 // nextAttempt is when a delivery that failed at now is tried again, and
 // false when it is given up: its retry window, from since for retryFor,
 // is over. The last attempt is made when the window ends.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // due is a delivery to attempt.
@@ -228,7 +230,7 @@ func (n *Notifier) record(ctx context.Context, d due, r result) error {
 			WHERE id = $1 AND state = 'pending'`, d.id, now, status)
 		return err
 	}
-	wait := backoff(n.cfg.BackoffInitial, n.cfg.BackoffMax, d.attempts+1, n.cfg.Rand(), r.retryAfter)
+	wait := clock.Backoff(n.cfg.BackoffInitial, n.cfg.BackoffMax, d.attempts+1, n.cfg.Rand(), r.retryAfter)
 	next, retry := nextAttempt(now, d.retrySince, n.cfg.RetryFor, wait)
 	if !retry {
 		n.metrics.attempts.WithLabelValues(outcomeGivenUp).Inc()

@@ -1,6 +1,7 @@
 // Package clock holds the one wait every long-running loop of the service
 // uses: a timer that also watches its context, so that a stopping process
-// never sits out a delay (no time.Sleep on a production path).
+// never sits out a delay (no time.Sleep on a production path); and the
+// one backoff between tries of what fails and is tried again (Backoff).
 package clock
 
 import (
