@@ -18,6 +18,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -100,7 +101,7 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	}
 	// The outage: every review exhausts its attempts and waits for a
 	// moderator.
-	waitUntil(t, "the outage fills the queue", func() bool {
+	clocktest.Eventually(t, "the outage fills the queue", func() bool {
 		return h.bulk("/v1/manual-queue/bulk/requeue", moderatorToken, `{"filter":{"content_class":"caption_suggestion"},"dry_run":true}`).Total == n
 	})
 	for i := range n {
@@ -155,7 +156,7 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	}
 	// The recovered provider decides every one in round 2, attempts
 	// numbered on.
-	waitUntil(t, "the recovered provider decides the requeued reviews", func() bool {
+	clocktest.Eventually(t, "the recovered provider decides the requeued reviews", func() bool {
 		for i := range n {
 			rv, err := l.Load(ctx, fmt.Sprintf("out-%02d", i))
 			if err != nil || rv.State() != domain.StateAccepted {
@@ -171,24 +172,12 @@ func TestOutageRequeueRecovers(t *testing.T) {
 			t.Fatalf("%s: round %d attempts %d (%d this round) decided by %s", id, rv.Round(), rv.Attempts(), rv.RoundAttempts(), rv.DecidedBy())
 		}
 	}
-	waitUntil(t, "the queue empties", func() bool {
+	clocktest.Eventually(t, "the queue empties", func() bool {
 		return h.bulk("/v1/manual-queue/bulk/requeue", moderatorToken, `{"filter":{},"dry_run":true}`).Total == 0
 	})
 	rep, err := (&audit.Verifier{Store: store, Histories: l}).Verify(ctx, "")
 	if err != nil || rep.Err() != nil || rep.Reviews != n {
 		t.Fatalf("audit verify: %+v %v %v", rep, err, rep.Err())
-	}
-}
-
-// waitUntil polls ok until it holds, failing after a generous limit.
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 60 s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

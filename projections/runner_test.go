@@ -17,6 +17,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -110,7 +111,7 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 			waitCaughtUp(t, e.pool, st.Events)
 			for _, p := range all() {
 				name := p.name()
-				waitFor(t, "lag 0", func() bool {
+				clocktest.Eventually(t, "lag 0", func() bool {
 					return gauge(t, r.metrics.lagEvents.WithLabelValues(name)) == 0 && gauge(t, r.metrics.lagSeconds.WithLabelValues(name)) == 0
 				})
 				// Every review event is applied or ignored, none twice, none
@@ -266,7 +267,7 @@ func TestSecondRunnerTakesOver(t *testing.T) {
 		return n
 	}
 	stopA := run(t, a)
-	waitFor(t, "runner a active", func() bool { return active(a) == 3 })
+	clocktest.Eventually(t, "runner a active", func() bool { return active(a) == 3 })
 	run(t, b)
 	st := e.workload(t, workload.Config{Reviews: 100, Writers: 2, Seed: 5})
 	waitCaughtUp(t, e.pool, st.Events)
@@ -274,7 +275,7 @@ func TestSecondRunnerTakesOver(t *testing.T) {
 		t.Fatalf("runner b is active while a holds the locks")
 	}
 	stopA() // the first process goes away
-	waitFor(t, "runner b active", func() bool { return active(b) == 3 })
+	clocktest.Eventually(t, "runner b active", func() bool { return active(b) == 3 })
 	more := e.workload(t, workload.Config{Reviews: 100, Prefix: "more-", Writers: 2, Seed: 6})
 	waitCaughtUp(t, e.pool, st.Events+more.Events)
 }
@@ -305,17 +306,6 @@ func TestMetricsRegistered(t *testing.T) {
 		if !names[want] {
 			t.Errorf("registry lacks %s (has %v)", want, names)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -525,7 +515,7 @@ func TestLockLostRejoins(t *testing.T) {
 		JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`); n != 3 {
 		t.Fatalf("terminated %d lock sessions, want 3", n)
 	}
-	waitFor(t, "the errors counted", func() bool {
+	clocktest.Eventually(t, "the errors counted", func() bool {
 		for _, p := range all() {
 			if counter(t, r.metrics.errors.WithLabelValues(p.name())) == 0 {
 				return false

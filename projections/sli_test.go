@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
@@ -124,7 +125,7 @@ func TestSLICountedOncePerReview(t *testing.T) {
 	active := func() *proc {
 		t.Helper()
 		var found *proc
-		waitFor(t, "a runner to hold the SLO projection", func() bool {
+		clocktest.Eventually(t, "a runner to hold the SLO projection", func() bool {
 			for _, p := range procs {
 				if gauges(t, p.reg, "reviewledger_projection_active", "projection")["slo"] == 1 {
 					found = p
@@ -137,7 +138,7 @@ func TestSLICountedOncePerReview(t *testing.T) {
 	}
 	caughtUp := func() {
 		t.Helper()
-		waitFor(t, "the projections to catch up", func() bool {
+		clocktest.Eventually(t, "the projections to catch up", func() bool {
 			st, err := procs[0].r.Status(context.Background(), 1)
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -123,7 +124,7 @@ func TestCrashedWorkerIsResumed(t *testing.T) {
 		t.Fatalf("worker process said %q", line)
 	}
 	// Wait until every review has an attempt in flight, then kill.
-	waitUntil(t, 30*time.Second, func() bool {
+	clocktest.Eventually(t, "every crashed review decided by the survivors", func() bool {
 		for i := range crashReviews {
 			rv, err := led.Load(ctx, fmt.Sprintf("crash-%d", i))
 			if err != nil {
@@ -160,17 +161,6 @@ func TestCrashedWorkerIsResumed(t *testing.T) {
 		if got := eventTypes(t, led, id); !slices.Equal(got, want) {
 			t.Errorf("%s: events %v, want %v", id, got, want)
 		}
-	}
-}
-
-func waitUntil(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -124,7 +125,7 @@ func TestAParkClaimedBeforeItsJobParksIsWorked(t *testing.T) {
 				t.Fatal("the poll in the moment did not claim the parked record: the test proves nothing")
 			}
 			calledTwiceHeld(t, prov)
-			waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+			clocktest.Eventually(t, "no call in flight", func() bool { return e.InFlight() == 0 })
 		})
 	}
 }
@@ -179,7 +180,7 @@ func TestAClaimBeforeAParkLeavesTheJobParked(t *testing.T) {
 	}
 	waitAccepted(t, led, "reclaim-2", 5*time.Second)
 	calledTwiceHeld(t, prov)
-	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+	clocktest.Eventually(t, "no call in flight", func() bool { return e.InFlight() == 0 })
 }
 
 // A park the deadline sweeper claims back before its job parks in memory
@@ -204,7 +205,7 @@ func TestAParkSweptBeforeItsJobParksIsEscalatedByTheSweeper(t *testing.T) {
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-3", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
+	clocktest.Eventually(t, "reclaim-3 in manual_review", func() bool {
 		rv, err := led.Load(ctx, "reclaim-3")
 		return err == nil && rv.State() == domain.StateManualReview
 	})
@@ -221,5 +222,5 @@ func TestAParkSweptBeforeItsJobParksIsEscalatedByTheSweeper(t *testing.T) {
 	if n := prov.calls.Load(); n != 1 {
 		t.Errorf("the provider was called %d times, want once (no attempt past the deadline)", n)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+	clocktest.Eventually(t, "no call in flight", func() bool { return e.InFlight() == 0 })
 }

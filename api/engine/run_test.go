@@ -23,6 +23,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -175,7 +176,7 @@ func TestRunShutdownAndResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 20*time.Second, func() bool {
+	clocktest.Eventually(t, "every review decided", func() bool {
 		for _, id := range ids {
 			rv, err := led.Load(ctx, id)
 			if err != nil {
@@ -355,7 +356,7 @@ func TestParkedReviewsHoldNoGoroutines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitUntil(t, 60*time.Second, func() bool {
+	clocktest.Eventually(t, "the engine idle", func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return e.parkedCount() == n && e.active == 0
@@ -501,7 +502,7 @@ func TestStoreFaultsAreRetried(t *testing.T) {
 func settled(t *testing.T, led *ledger.Ledger, id string) *ledger.Snapshot {
 	t.Helper()
 	var rv *ledger.Snapshot
-	waitUntil(t, 30*time.Second, func() bool {
+	clocktest.Eventually(t, "the review decided", func() bool {
 		var err error
 		if rv, err = led.Load(context.Background(), id); err != nil {
 			t.Fatal(err)

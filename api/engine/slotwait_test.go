@@ -11,6 +11,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -77,11 +78,11 @@ func TestASlotWaitPastTheBudgetEscalates(t *testing.T) {
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "slot-long", ContentClass: "long", Content: []byte("l")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return len(e.calls) == 1 }) // the long one holds the slot
+	clocktest.Eventually(t, "the long call holding the slot", func() bool { return len(e.calls) == 1 }) // the long one holds the slot
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "slot-short", ContentClass: "short", Content: []byte("s")}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
+	clocktest.Eventually(t, "slot-short in manual_review", func() bool {
 		rv, err := led.Load(ctx, "slot-short")
 		return err == nil && rv.State() == domain.StateManualReview
 	})
@@ -103,6 +104,6 @@ func workingEngine(t *testing.T, cfg Config) *Engine {
 		t.Fatal(err)
 	}
 	running(t, e)
-	waitUntil(t, 5*time.Second, e.works.Load)
+	clocktest.Eventually(t, "the engine working", e.works.Load)
 	return e
 }

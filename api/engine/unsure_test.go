@@ -16,6 +16,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -73,7 +74,7 @@ func TestAnUnsureStepWriteIsLearnedNotTakenForAConflict(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitNoWork(t, e, nil)
-			waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 }) // the step retried, its goroutine done
+			clocktest.Eventually(t, "no call in flight", func() bool { return e.InFlight() == 0 }) // the step retried, its goroutine done
 			if !store.failed.Load() {
 				t.Fatal("no batch with a finding was failed: the test proves nothing")
 			}
@@ -145,7 +146,7 @@ func TestAnUnsureSubmitIsLearned(t *testing.T) {
 			t.Fatal("the submit's batch was not failed: the test proves nothing")
 		}
 		// Within a second, where the lease (a minute) would hold it.
-		waitUntil(t, time.Second, func() bool {
+		clocktest.Within(t, time.Second, "unsure-s1 accepted, within a second where the lease (a minute) would hold it", func() bool {
 			rv, err := led.Load(ctx, "unsure-s1")
 			return err == nil && rv.State() == domain.StateAccepted
 		})
@@ -192,7 +193,7 @@ func TestAnUnsureSubmitOfAReviewCreatedMeanwhile(t *testing.T) {
 	}
 	// The resubmit made sure of its work record (the other write had none),
 	// and the review went on from there.
-	waitUntil(t, 5*time.Second, func() bool {
+	clocktest.Eventually(t, "the review decided", func() bool {
 		rv, err := led.Load(ctx, req.ReviewID)
 		return err == nil && rv.Version() > 0
 	})
@@ -261,7 +262,7 @@ func TestAnUnsureStepLogsTheFindingItRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAccepted(t, led, "unsure-l1", 5*time.Second)
-	waitUntil(t, 5*time.Second, func() bool { return e.InFlight() == 0 })
+	clocktest.Eventually(t, "no call in flight", func() bool { return e.InFlight() == 0 })
 	if !store.failed.Load() {
 		t.Fatal("no batch closing an attempt was failed: the test proves nothing")
 	}
@@ -361,7 +362,7 @@ func TestAnUnsureSubmitPastItsLeaseIsNotWorkedHere(t *testing.T) {
 // waitAccepted waits up to limit for review id to be accepted.
 func waitAccepted(t *testing.T, led *ledger.Ledger, id string, limit time.Duration) {
 	t.Helper()
-	waitUntil(t, limit, func() bool {
+	clocktest.Within(t, limit, id+" accepted", func() bool {
 		rv, err := led.Load(context.Background(), id)
 		return err == nil && rv.State() == domain.StateAccepted
 	})

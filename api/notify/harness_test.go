@@ -250,18 +250,6 @@ func testPolicy() domain.Policy {
 	return p
 }
 
-// eventually polls cond until it holds, within 20s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // deliveries lists every delivery.
 func (h *harness) deliveries(q Query) []Delivery {
 	h.t.Helper()

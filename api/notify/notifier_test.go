@@ -18,6 +18,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/view"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // expected is a webhook the ledger's history calls for.
@@ -33,7 +34,7 @@ func (h *harness) expect(t *testing.T, want map[string][]expected) {
 	for _, w := range want {
 		n += len(w)
 	}
-	eventually(t, fmt.Sprintf("%d webhooks", n), func() bool { return len(h.recv.distinct()) >= n })
+	clocktest.Eventually(t, fmt.Sprintf("%d webhooks", n), func() bool { return len(h.recv.distinct()) >= n })
 	got := map[string][]expected{}
 	for _, r := range h.recv.distinct() {
 		got[r.body.Data.ReviewID] = append(got[r.body.Data.ReviewID], expected{r.body.Type, r.body.Data.Version, r.body.Data.State})
@@ -113,7 +114,7 @@ func TestWebhooksOfEveryPath(t *testing.T) {
 	if n := len(h.recv.all()); n != 6 {
 		t.Errorf("%d requests for 6 webhooks", n)
 	}
-	eventually(t, "6 deliveries recorded as delivered", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 6 })
+	clocktest.Eventually(t, "6 deliveries recorded as delivered", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 6 })
 }
 
 // TestRetriesKeepOrderAndSpareOthers: the receiver fails review a's first
@@ -141,7 +142,7 @@ func TestRetriesKeepOrderAndSpareOthers(t *testing.T) {
 	h.submit("a", "publishing_rule")
 	h.find("a", domain.DecisionAccepted)
 	h.decide("a", "mona", domain.DecisionRejected)
-	eventually(t, "the first failure", func() bool {
+	clocktest.Eventually(t, "the first failure", func() bool {
 		ds := h.deliveries(Query{State: StateFailing, ReviewID: "a"})
 		return len(ds) == 1 && ds[0].Attempts == 1
 	})
@@ -190,7 +191,7 @@ func TestGivesUpAndRedelivers(t *testing.T) {
 	h.submit("g", "publishing_rule")
 	h.find("g", domain.DecisionAccepted)
 	h.decide("g", "mona", domain.DecisionAccepted)
-	eventually(t, "the delivery to be given up", func() bool { return len(h.deliveries(Query{State: StateFailed})) == 1 })
+	clocktest.Eventually(t, "the delivery to be given up", func() bool { return len(h.deliveries(Query{State: StateFailed})) == 1 })
 	failed := h.deliveries(Query{State: StateFailed})[0]
 	if failed.Version != 3 || failed.LastError == nil || *failed.LastError != "HTTP 502: Bad Gateway" || failed.NextAttemptAt != nil {
 		t.Errorf("given up: %+v", failed)
@@ -202,7 +203,7 @@ func TestGivesUpAndRedelivers(t *testing.T) {
 	if len(later) != 1 || later[0].Version != 4 || later[0].Attempts != 0 {
 		t.Errorf("the later webhook is not held back: %+v", later)
 	}
-	eventually(t, "the gauges", func() bool {
+	clocktest.Eventually(t, "the gauges", func() bool {
 		return testutil.ToFloat64(n.metrics.failed) == 1 && testutil.ToFloat64(n.metrics.pending) == 1 && testutil.ToFloat64(n.metrics.oldest) > 0
 	})
 	if got := testutil.ToFloat64(n.metrics.attempts.WithLabelValues(outcomeGivenUp)); got != 1 {
@@ -217,13 +218,13 @@ func TestGivesUpAndRedelivers(t *testing.T) {
 	if err != nil || d.State != StateRetrying {
 		t.Fatalf("Redeliver: %+v, %v", d, err)
 	}
-	eventually(t, "both delivered", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 2 })
+	clocktest.Eventually(t, "both delivered", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 2 })
 	all := h.recv.all()
 	last := all[len(all)-2:]
 	if last[0].id != failed.ID || last[0].body.Data.Version != 3 || last[1].body.Data.Version != 4 {
 		t.Errorf("after the redelivery: %s v%d, %s v%d", last[0].id, last[0].body.Data.Version, last[1].id, last[1].body.Data.Version)
 	}
-	eventually(t, "the gauges to empty", func() bool {
+	clocktest.Eventually(t, "the gauges to empty", func() bool {
 		return testutil.ToFloat64(n.metrics.failed) == 0 && testutil.ToFloat64(n.metrics.pending) == 0 && testutil.ToFloat64(n.metrics.oldest) == 0
 	})
 }
@@ -238,7 +239,7 @@ func TestRestartResumesFromTheCheckpoint(t *testing.T) {
 	h.submit("r1", "caption_suggestion")
 	h.find("r1", domain.DecisionAccepted)
 	h.expect(t, map[string][]expected{"r1": {{EventDecided, 2, "accepted"}}})
-	eventually(t, "the delivery to be recorded", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 1 })
+	clocktest.Eventually(t, "the delivery to be recorded", func() bool { return len(h.deliveries(Query{State: StateDelivered})) == 1 })
 	stop()
 	h.submit("r2", "caption_suggestion")
 	h.find("r2", domain.DecisionRejected)
@@ -263,8 +264,8 @@ func TestFromNow(t *testing.T) {
 	cfg := h.config()
 	cfg.From = FromNow
 	n, _ := h.start(cfg)
-	eventually(t, "the notifier to start", func() bool { return testutil.ToFloat64(n.metrics.active) == 1 })
-	eventually(t, "its checkpoint", func() bool {
+	clocktest.Eventually(t, "the notifier to start", func() bool { return testutil.ToFloat64(n.metrics.active) == 1 })
+	clocktest.Eventually(t, "its checkpoint", func() bool {
 		var count int
 		_ = h.pool.QueryRow(context.Background(), `SELECT count(*) FROM notify_checkpoint`).Scan(&count)
 		return count == 1
@@ -279,7 +280,7 @@ func TestOneActiveNotifier(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	first, stopFirst := h.start(h.config())
-	eventually(t, "the first to be active", func() bool { return testutil.ToFloat64(first.metrics.active) == 1 })
+	clocktest.Eventually(t, "the first to be active", func() bool { return testutil.ToFloat64(first.metrics.active) == 1 })
 	second, _ := h.start(h.config())
 	h.submit("o1", "caption_suggestion")
 	h.find("o1", domain.DecisionAccepted)
@@ -288,7 +289,7 @@ func TestOneActiveNotifier(t *testing.T) {
 		t.Error("the second notifier is active while the first is")
 	}
 	stopFirst()
-	eventually(t, "the second to take over", func() bool { return testutil.ToFloat64(second.metrics.active) == 1 })
+	clocktest.Eventually(t, "the second to take over", func() bool { return testutil.ToFloat64(second.metrics.active) == 1 })
 	h.submit("o2", "caption_suggestion")
 	h.find("o2", domain.DecisionAccepted)
 	h.expect(t, map[string][]expected{"o1": {{EventDecided, 2, "accepted"}}, "o2": {{EventDecided, 2, "accepted"}}})
@@ -324,7 +325,7 @@ func TestSlowReceiverBoundsConcurrency(t *testing.T) {
 		h.find(id, domain.DecisionAccepted)
 		want[id] = []expected{{EventDecided, 2, "accepted"}}
 	}
-	eventually(t, "timeouts", func() bool { return testutil.ToFloat64(n.metrics.attempts.WithLabelValues(outcomeRetry)) >= 6 })
+	clocktest.Eventually(t, "timeouts", func() bool { return testutil.ToFloat64(n.metrics.attempts.WithLabelValues(outcomeRetry)) >= 6 })
 	ds := h.deliveries(Query{State: StateRetrying})
 	if len(ds) == 0 || ds[0].LastError == nil || *ds[0].LastError != "no answer within 300ms" {
 		t.Errorf("retrying: %+v (last error %q)", ds, lastError(ds))

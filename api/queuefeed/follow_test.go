@@ -9,6 +9,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
 
@@ -89,20 +90,11 @@ func claimAll(t *testing.T, s eventstore.Store, ids ...string) []eventstore.Posi
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-	}
-}
-
 // waitPaused waits until the feed has stopped following the ledger: its
 // session ended (not started) and no read of the store in flight.
 func waitPaused(t *testing.T, f *Feed, s *countingStore) {
 	t.Helper()
-	waitFor(t, "the feed pauses", func() bool {
+	clocktest.Eventually(t, "the feed pauses", func() bool {
 		f.mu.Lock()
 		started := f.started
 		f.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // gatedCommitter records each batch's size; the first Commit waits for
@@ -159,9 +160,9 @@ func TestAppendsToOneStreamInOrderWithTwoFlushes(t *testing.T) {
 	appendTo("s", "first")
 	<-c.held // s/first is being written
 	appendTo("s", "second")
-	eventually(t, "s/second queued", func() bool { return g.queued() == 1 })
+	clocktest.Eventually(t, "s/second queued", func() bool { return g.queued() == 1 })
 	appendTo("t", "other") // the second writer writes it meanwhile
-	eventually(t, "t/other written", func() bool { return c.order() != "[]" })
+	clocktest.Eventually(t, "t/other written", func() bool { return c.order() != "[]" })
 	if got := c.order(); got != "[t/other]" {
 		t.Fatalf("written %s while s/first is being written, want t/other only", got)
 	}
@@ -217,14 +218,4 @@ func TestWithdrawnWhileTheWindowGathers(t *testing.T) {
 			t.Fatalf("written %s, want only a/lone", got)
 		}
 	})
-}
-
-// eventually waits up to 5s for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
-		}
-	}
 }
