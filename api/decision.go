@@ -1,15 +1,14 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
-	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -74,19 +73,13 @@ func (s *Server) decide(c echo.Context) error {
 	// but not what the moderator decides on: the decision is asked again
 	// on the review as it then stands, and refused (409) only when the
 	// review itself changed.
-	for try := 0; ; try++ {
-		var events []domain.Event
-		if events, err = rv.DecideManually(decision, s.cfg.Now()); err != nil {
-			return fmt.Errorf("decide review %q: %w", id, err)
+	next, err = s.appendRetried(ctx, id, actor(c), rv, func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error) {
+		events, err := rv.DecideManually(decision, now)
+		if err != nil {
+			return nil, fmt.Errorf("decide review %q: %w", id, err)
 		}
-		next, err = s.deps.Ledger.Append(ctx, rv, actor(c), events...)
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 == coordinationTries {
-			break
-		}
-		if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
-			return err
-		}
-	}
+		return events, nil
+	})
 	if err != nil {
 		return err
 	}

@@ -27,24 +27,44 @@ type command func(rv *ledger.Snapshot, now time.Time) (domain.Event, error)
 // appendCommand loads the review, asks cmd for its event and appends it at
 // the version loaded, trying again when the review moved meanwhile.
 func (s *Server) appendCommand(ctx context.Context, id string, by ledger.Actor, cmd command) (*ledger.Snapshot, domain.Event, error) {
-	var err error
-	for range coordinationTries {
-		var rv *ledger.Snapshot
-		if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
-			return nil, nil, err
+	var e domain.Event
+	next, err := s.appendRetried(ctx, id, by, nil, func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error) {
+		var err error
+		if e, err = cmd(rv, now); err != nil {
+			return nil, fmt.Errorf("review %q: %w", id, err)
 		}
-		var e domain.Event
-		if e, err = cmd(rv, s.cfg.Now()); err != nil {
-			return nil, nil, fmt.Errorf("review %q: %w", id, err)
-		}
-		var next *ledger.Snapshot
-		next, err = s.deps.Ledger.Append(ctx, rv, by, e)
-		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-			continue
-		}
-		return next, e, err
+		return []domain.Event{e}, nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, err
+	return next, e, nil
+}
+
+// appendRetried appends the events decide asks for on the review, rv (or
+// the review loaded now when rv is nil), at its version; when another
+// append won the race, decide is asked again on the review as it then
+// stands, coordinationTries times in all. decide's errors are returned as
+// they are.
+func (s *Server) appendRetried(ctx context.Context, id string, by ledger.Actor, rv *ledger.Snapshot,
+	decide func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error)) (*ledger.Snapshot, error) {
+	for try := 0; ; try++ {
+		if rv == nil {
+			var err error
+			if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		events, err := decide(rv, s.cfg.Now())
+		if err != nil {
+			return nil, err
+		}
+		next, err := s.deps.Ledger.Append(ctx, rv, by, events...)
+		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 == coordinationTries {
+			return next, err
+		}
+		rv = nil
+	}
 }
 
 // claimView is the answer of a claim.
