@@ -31,6 +31,10 @@ run: services ## Run the service locally (serve), with development tokens unless
 	fi
 	REVIEWLEDGER_TOKENS="$${REVIEWLEDGER_TOKENS:-$(DEV_TOKENS)}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/reviewledger serve
 
+.PHONY: stop-services
+stop-services: ## Stop the private PostgreSQL and NATS that make run or make test started in .data/ (none of the machine's own).
+	@.ci/services --stop
+
 .PHONY: topology
 topology: ## Start the multi-node topology on this machine (3 NATS nodes, PostgreSQL primary and replica, API, 2 workers, 2 projector/sweeper processes) until Ctrl-C; private servers only (.ci/topology).
 	.ci/topology
