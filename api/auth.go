@@ -1,14 +1,20 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/reviewledger/reviewledger/api/signin"
 )
 
 // Role is what a token may do. Admin may call every route.
@@ -50,34 +56,58 @@ var (
 	ErrUnauthenticated = errors.New("missing or invalid bearer token")
 	// ErrForbidden: the token's role may not call the route.
 	ErrForbidden = errors.New("role not allowed on this route")
+	// ErrNoRole: the provider's token or session is valid, but no value
+	// of its roles claim maps to a role.
+	ErrNoRole = errors.New("no role mapped to this user")
 )
 
 // ParseTokens parses REVIEWLEDGER_TOKENS: comma-separated role:name:token.
 // The token is everything after the second colon. Errors name the setting
 // and the entry (by position and name, never by secret).
 func ParseTokens(s string) ([]Token, error) {
+	return parseTokens("REVIEWLEDGER_TOKENS", strings.Split(s, ","))
+}
+
+// ParseTokenFile parses the contents of REVIEWLEDGER_TOKENS_FILE: one
+// role:name:token a line (or several, comma-separated); blank lines and
+// lines starting with # are skipped. Errors name the setting and the
+// entry, never the secret.
+func ParseTokenFile(s string) ([]Token, error) {
+	var entries []string
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		entries = append(entries, strings.Split(line, ",")...)
+	}
+	return parseTokens("REVIEWLEDGER_TOKENS_FILE", entries)
+}
+
+func parseTokens(setting string, entries []string) ([]Token, error) {
 	var tokens []Token
-	for i, entry := range strings.Split(s, ",") {
+	for i, entry := range entries {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			continue
 		}
 		parts := strings.SplitN(entry, ":", 3)
 		if len(parts) != 3 {
-			return nil, fmt.Errorf("REVIEWLEDGER_TOKENS: entry %d: want role:name:token: %w", i+1, ErrInvalidConfig)
+			return nil, fmt.Errorf("%s: entry %d: want role:name:token: %w", setting, i+1, ErrInvalidConfig)
 		}
 		tokens = append(tokens, Token{Role: Role(parts[0]), Name: parts[1], Secret: parts[2]})
 	}
-	if err := validateTokens(tokens); err != nil {
+	if err := validateTokensOf(setting, tokens); err != nil {
 		return nil, err
 	}
 	return tokens, nil
 }
 
-func validateTokens(tokens []Token) error {
+func validateTokens(tokens []Token) error { return validateTokensOf("REVIEWLEDGER_TOKENS", tokens) }
+
+func validateTokensOf(setting string, tokens []Token) error {
 	seen := make(map[string]bool)
 	for i, t := range tokens {
-		where := fmt.Sprintf("REVIEWLEDGER_TOKENS: entry %d (%q)", i+1, t.Name)
+		where := fmt.Sprintf("%s: entry %d (%q)", setting, i+1, t.Name)
 		switch {
 		case !t.Role.valid():
 			return fmt.Errorf("%s: role %q is not one of submitter, moderator, auditor, admin: %w", where, t.Role, ErrInvalidConfig)
@@ -138,29 +168,159 @@ func bearer(header string) (string, bool) {
 
 const principalKey = "reviewledger.principal"
 
-// require admits requests whose token has one of roles (or admin).
+// How a principal authenticated, for the content-access audit and logs.
+const (
+	ViaToken   = "token"   // a static bearer token
+	ViaJWT     = "jwt"     // a JWT access token of the OpenID Provider
+	ViaSession = "session" // the UI's sign-in session
+)
+
+// Principal is who an authenticated request comes from.
+type Principal struct {
+	// Name is who the ledger records: a static token's name, or for a
+	// user of the OpenID Provider the display name and the provider's
+	// stable subject, "Jane Doe [oidc:248289761001]" (ledgerName).
+	Name string
+	// Role is the principal's highest role (admin, moderator, auditor,
+	// submitter in that order); Roles are all of them.
+	Role  Role
+	Roles []Role
+	// Subject and DisplayName are the provider's sub and display name;
+	// for a static token both are the token's name.
+	Subject, DisplayName string
+	// Via is ViaToken, ViaJWT or ViaSession; Credential names the token
+	// (its name, or a JWT's jti when it has one) or the session (an ID
+	// that is not its cookie).
+	Via, Credential string
+}
+
+// may tells whether the principal holds one of roles, or admin.
+func (p Principal) may(roles []Role) bool {
+	for _, r := range p.Roles {
+		if r == RoleAdmin || slices.Contains(roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func tokenPrincipal(t Token) Principal {
+	return Principal{Name: t.Name, Role: t.Role, Roles: []Role{t.Role}, Subject: t.Name, DisplayName: t.Name, Via: ViaToken, Credential: t.Name}
+}
+
+// rolePrecedence orders roles for Principal.Role.
+var rolePrecedence = []Role{RoleAdmin, RoleModerator, RoleAuditor, RoleSubmitter}
+
+// identityPrincipal is the principal of a verified OpenID identity; its
+// roles are the valid ones among those mapped.
+func identityPrincipal(id signin.Identity, via, credential string) Principal {
+	p := Principal{Name: ledgerName(id), Subject: id.Subject, DisplayName: id.Name, Via: via, Credential: credential}
+	for _, r := range rolePrecedence {
+		if slices.Contains(id.Roles, string(r)) {
+			p.Roles = append(p.Roles, r)
+		}
+	}
+	if len(p.Roles) > 0 {
+		p.Role = p.Roles[0]
+	}
+	return p
+}
+
+// ledgerName is the actor name of a provider's user: the display name
+// and the stable subject, which alone identifies the user (display
+// names change and repeat).
+func ledgerName(id signin.Identity) string {
+	if id.Name == "" || id.Name == id.Subject {
+		return "[oidc:" + id.Subject + "]"
+	}
+	return id.Name + " [oidc:" + id.Subject + "]"
+}
+
+// TokenVerifier checks the JWT access tokens of the OpenID Provider
+// (*signin.Verifier). Errors: signin.ErrInvalidToken naming the check
+// that failed.
+type TokenVerifier interface {
+	VerifyAccessToken(ctx context.Context, raw string) (signin.Identity, error)
+}
+
+var _ TokenVerifier = (*signin.Verifier)(nil)
+
+// authenticate finds who the request comes from: a static bearer token,
+// else a JWT access token of the OpenID Provider.
+func (s *Server) authenticate(c echo.Context) (Principal, error) {
+	secret, ok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+	if !ok {
+		return Principal{}, ErrUnauthenticated
+	}
+	if t, ok := s.auth.Load().find(secret); ok {
+		return tokenPrincipal(t), nil
+	}
+	if s.deps.Tokens == nil || !signin.LooksLikeJWT(secret) {
+		return Principal{}, ErrUnauthenticated
+	}
+	ctx := c.Request().Context()
+	id, err := s.deps.Tokens.VerifyAccessToken(ctx, secret)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "bearer token refused", slog.String("request_id", requestID(c)), slog.String("reason", err.Error()))
+		return Principal{}, fmt.Errorf("bearer token: %w", ErrUnauthenticated)
+	}
+	p := identityPrincipal(id, ViaJWT, jwtID(secret))
+	if len(p.Roles) == 0 {
+		return p, fmt.Errorf("%q (subject %q) holds no claim value mapped to a role: %w", id.Name, id.Subject, ErrNoRole)
+	}
+	return p, nil
+}
+
+// require admits requests whose principal has one of roles (or admin).
 func (s *Server) require(roles ...Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			secret, ok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-			if !ok {
-				return ErrUnauthenticated
+			p, err := s.authenticate(c)
+			if err != nil {
+				return err
 			}
-			t, ok := s.auth.find(secret)
-			if !ok {
-				return ErrUnauthenticated
-			}
-			c.Set(principalKey, t)
-			if t.Role != RoleAdmin && !slices.Contains(roles, t.Role) {
-				return fmt.Errorf("%s %q may not call %s %s: %w", t.Role, t.Name, c.Request().Method, c.Path(), ErrForbidden)
+			c.Set(principalKey, p)
+			if !p.may(roles) {
+				return fmt.Errorf("%s %q may not call %s %s: %w", p.Role, p.Name, c.Request().Method, c.Path(), ErrForbidden)
 			}
 			return next(c)
 		}
 	}
 }
 
-// principal is the token of an authenticated request.
-func principal(c echo.Context) Token {
-	t, _ := c.Get(principalKey).(Token)
-	return t
+// principal is who an authenticated request comes from.
+func principal(c echo.Context) Principal {
+	p, _ := c.Get(principalKey).(Principal)
+	return p
+}
+
+// SetTokens replaces the static bearer tokens (a reload of
+// REVIEWLEDGER_TOKENS_FILE): from the next request on, a token no longer
+// listed is refused. Invalid tokens are refused and the old ones kept.
+func (s *Server) SetTokens(tokens []Token) error {
+	if err := validateTokens(tokens); err != nil {
+		return err
+	}
+	s.auth.Store(newAuthenticator(tokens))
+	return nil
+}
+
+// jwtID is a JWT's jti claim, read without verifying (the token has been
+// verified), or "" when it has none.
+func jwtID(raw string) string {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	body, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		ID string `json:"jti"`
+	}
+	if json.Unmarshal(body, &claims) != nil {
+		return ""
+	}
+	return claims.ID
 }

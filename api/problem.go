@@ -71,6 +71,7 @@ type problemKind struct {
 var problemTable = []problemKind{
 	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token"},
 	{ErrForbidden, http.StatusForbidden, "forbidden", "Role not allowed"},
+	{ErrNoRole, http.StatusForbidden, "no-role", "No role mapped to this user"},
 	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
 	{ErrOverloaded, http.StatusTooManyRequests, "overloaded", "Too many reviews in flight"},
 	{ErrRouteNotFound, http.StatusNotFound, "route-not-found", "No such route"},

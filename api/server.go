@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,6 +47,10 @@ type Deps struct {
 	// Feed serves GET /v1/manual-queue/events (*queuefeed.Feed); the
 	// route answers 503 without it.
 	Feed Feed
+	// Tokens verifies JWT access tokens of the OpenID Provider
+	// (*signin.Verifier) presented as bearer tokens beside the static
+	// ones; without it only static tokens are accepted.
+	Tokens TokenVerifier
 	// ReadReplica, when set, is the streaming replica serving the read
 	// models (*projections.Replica): /readyz checks it and reports its
 	// replay lag and whether reads go to it or fall back to the primary.
@@ -57,7 +62,7 @@ type Server struct {
 	cfg      Config
 	deps     Deps
 	log      *slog.Logger
-	auth     *authenticator
+	auth     atomic.Pointer[authenticator] // swapped by SetTokens
 	echo     *echo.Echo
 	probes   *echo.Echo // only the probes and /metrics (ServeProbes)
 	metrics  *metrics
@@ -96,11 +101,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg:      cfg,
 		deps:     deps,
 		log:      cfg.Logger,
-		auth:     newAuthenticator(cfg.Tokens),
 		metrics:  m,
 		problems: problemTable,
 		closing:  make(chan struct{}),
 	}
+	s.auth.Store(newAuthenticator(cfg.Tokens))
 	s.echo = s.routes()
 	s.probes = s.probeRoutes()
 	return s, nil

@@ -43,6 +43,14 @@ var validEnv = map[string]string{
 	"REVIEWLEDGER_NOTIFY_URL":           "",
 	"REVIEWLEDGER_NOTIFY_SECRET":        "",
 	"REVIEWLEDGER_PUBSUB":               "",
+
+	"REVIEWLEDGER_TOKENS_FILE":        "",
+	"REVIEWLEDGER_OIDC_ISSUER":        "",
+	"REVIEWLEDGER_OIDC_CLIENT_ID":     "",
+	"REVIEWLEDGER_OIDC_CLIENT_SECRET": "",
+	"REVIEWLEDGER_OIDC_AUDIENCE":      "",
+	"REVIEWLEDGER_OIDC_ROLE_MAP":      "",
+	"REVIEWLEDGER_OIDC_LEEWAY":        "",
 }
 
 // setEnv sets the environment of a CLI run: validEnv with overrides, which

@@ -36,6 +36,7 @@ type ServeCmd struct {
 
 	Audit AuditSigningConfig `embed:""` // audit checkpoints (audit_sign.go)
 	Pools PoolConfig         `embed:""` // the connection budget (pools.go)
+	Auth  SignInConfig       `embed:""` // token file, OpenID Provider (signin.go)
 
 	ClaimLease   time.Duration `name:"claim-lease" env:"REVIEWLEDGER_CLAIM_LEASE" default:"10m" help:"How long a moderator's claim on a manual-queue item lasts."`
 	MaxInFlight  int           `name:"max-in-flight" env:"REVIEWLEDGER_MAX_IN_FLIGHT" default:"0" help:"Admission ceiling: while this many reviews are in flight, submissions are answered 429 (0: no ceiling)."`
@@ -116,7 +117,15 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if _, err := migrate(ctx, dbs.Sessions, log); err != nil {
 		return err
 	}
-	if len(cfg.Tokens) == 0 {
+	tokens, err := c.Auth.allTokens(cfg.Tokens)
+	if err != nil {
+		return err
+	}
+	verifier, err := c.Auth.verifier(ctx)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 && verifier == nil {
 		log.Warn("REVIEWLEDGER_TOKENS is empty: every authenticated route answers 401")
 	}
 
@@ -192,8 +201,11 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if replica != nil {
 		deps.ReadReplica = replica
 	}
+	if verifier != nil {
+		deps.Tokens = verifier
+	}
 	server, err := api.New(api.Config{
-		Tokens:          cfg.Tokens,
+		Tokens:          tokens,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		ClaimLease:      c.ClaimLease,
 		ShutdownTimeout: c.StopTimeout,
@@ -226,6 +238,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 					log.Warn("the queue event stream cannot follow the ledger", "error", err.Error())
 				}
 			}()
+			go c.Auth.reloadTokens(ctx, cfg.Tokens, server, log)
 			if replica != nil {
 				// Checked every second (and by every /readyz): the read
 				// models move to the replica once it is well, off it as

@@ -649,10 +649,24 @@ export interface components {
             read_replica?: components["schemas"]["ReadReplica"];
         };
         Me: {
-            /** @description The token's name (REVIEWLEDGER_TOKENS role:name:token): the actor recorded for this token's actions. */
+            /** @description The actor recorded for this principal's actions: a static token's name (REVIEWLEDGER_TOKENS role:name:token), or for a user of the OpenID Provider the display name and the provider's subject, "Jane Doe [oidc:<sub>]". */
             name: string;
-            /** @enum {string} */
+            /**
+             * @description The highest of the principal's roles (admin, moderator, auditor, submitter).
+             * @enum {string}
+             */
             role: "submitter" | "moderator" | "auditor" | "admin";
+            /** @description A provider user's stable subject (sub); absent for static tokens. */
+            subject?: string;
+            /** @description A provider user's display name (name, else preferred_username, else email); absent for static tokens. */
+            display_name?: string;
+            /** @description Every role the provider's claims map to (REVIEWLEDGER_OIDC_ROLE_MAP); absent for static tokens. */
+            roles?: ("submitter" | "moderator" | "auditor" | "admin")[];
+            /**
+             * @description How a provider user authenticated: a JWT access token, or the UI's sign-in session; absent for static tokens.
+             * @enum {string}
+             */
+            via?: "jwt" | "session";
         };
         Problem: {
             /**
