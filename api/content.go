@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
 )
@@ -28,7 +29,8 @@ const contentSecurityPolicy = "default-src 'none'; sandbox"
 // getContent is GET /v1/reviews/{id}/content: the content submitted for
 // review, for the moderators who decide on it. It is served only when its
 // bytes hash to the ledger's digest; every read is logged (never the
-// content) and counted.
+// content) and counted, and recorded in the content-access record before
+// a byte is sent: a read that cannot be recorded is not served.
 func (s *Server) getContent(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -36,6 +38,9 @@ func (s *Server) getContent(c echo.Context) error {
 	}
 	if s.deps.Content == nil {
 		return fmt.Errorf("review content: no content store configured: %w", ErrNotReady)
+	}
+	if s.deps.ContentAccess == nil {
+		return fmt.Errorf("review content: no content-access record configured: %w", ErrNotReady)
 	}
 	ctx := c.Request().Context()
 	who := principal(c)
@@ -53,6 +58,15 @@ func (s *Server) getContent(c echo.Context) error {
 	case engine.Digest(content) != digest:
 		outcome = "mismatch"
 		err = fmt.Errorf("review %q: content read does not hash to %s: %w", id, digest, engine.ErrContentMismatch)
+	}
+	if outcome == "served" || outcome == "purged" {
+		if rerr := s.deps.ContentAccess.Record(ctx, contentaccess.Access{
+			ReviewID: id, At: s.cfg.Now().UTC(), Subject: who.Subject, DisplayName: who.DisplayName, Actor: who.Name,
+			Role: string(who.Role), Via: who.Via, Credential: who.Credential, RequestID: requestID(c), Outcome: outcome,
+		}); rerr != nil {
+			s.metrics.content.WithLabelValues(string(who.Role), "unrecorded").Inc()
+			return fmt.Errorf("review %q: content not served, its read could not be recorded: %w", id, rerr)
+		}
 	}
 	s.metrics.content.WithLabelValues(string(who.Role), outcome).Inc()
 	if outcome == "served" || outcome == "purged" {

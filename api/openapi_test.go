@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/projections"
@@ -150,31 +151,33 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, typ := range map[string]reflect.Type{
-		"Review":          reflect.TypeFor[reviewView](),
-		"CallbackResult":  reflect.TypeFor[callbackView](),
-		"Claim":           reflect.TypeFor[claimView](),
-		"Release":         reflect.TypeFor[releaseView](),
-		"Hold":            reflect.TypeFor[holdView](),
-		"HoldRequest":     reflect.TypeFor[holdBody](),
-		"Requeue":         reflect.TypeFor[requeueBody](),
-		"BulkRequest":     reflect.TypeFor[bulkBody](),
-		"BulkResult":      reflect.TypeFor[bulkView](),
-		"QueueChange":     reflect.TypeFor[queuefeed.Change](),
-		"Timeline":        reflect.TypeFor[timelineView](),
-		"SLO":             reflect.TypeFor[projections.SLOSummary](),
-		"SLOSeries":       reflect.TypeFor[projections.Series](),
-		"SLOAttempts":     reflect.TypeFor[attemptsView](),
-		"Problem":         reflect.TypeFor[Problem](),
-		"Ready":           reflect.TypeFor[readyView](),
-		"SubmitRequest":   reflect.TypeFor[submitBody](),
-		"Decision":        reflect.TypeFor[decisionBody](),
-		"Me":              reflect.TypeFor[meView](),
-		"Delivery":        reflect.TypeFor[notify.Delivery](),
-		"Deliveries":      reflect.TypeFor[deliveriesView](),
-		"WebhookEvent":    reflect.TypeFor[notify.Body](),
-		"AuditCheckpoint": reflect.TypeFor[checkpointView](),
-		"ManualQueueItem": reflect.TypeFor[projections.QueueItem](),
-		"ManualQueue":     reflect.TypeFor[projections.Queue](),
+		"Review":            reflect.TypeFor[reviewView](),
+		"CallbackResult":    reflect.TypeFor[callbackView](),
+		"Claim":             reflect.TypeFor[claimView](),
+		"Release":           reflect.TypeFor[releaseView](),
+		"Hold":              reflect.TypeFor[holdView](),
+		"HoldRequest":       reflect.TypeFor[holdBody](),
+		"Requeue":           reflect.TypeFor[requeueBody](),
+		"BulkRequest":       reflect.TypeFor[bulkBody](),
+		"BulkResult":        reflect.TypeFor[bulkView](),
+		"QueueChange":       reflect.TypeFor[queuefeed.Change](),
+		"Timeline":          reflect.TypeFor[timelineView](),
+		"SLO":               reflect.TypeFor[projections.SLOSummary](),
+		"SLOSeries":         reflect.TypeFor[projections.Series](),
+		"SLOAttempts":       reflect.TypeFor[attemptsView](),
+		"Problem":           reflect.TypeFor[Problem](),
+		"Ready":             reflect.TypeFor[readyView](),
+		"SubmitRequest":     reflect.TypeFor[submitBody](),
+		"Decision":          reflect.TypeFor[decisionBody](),
+		"Me":                reflect.TypeFor[meView](),
+		"ContentAccess":     reflect.TypeFor[contentaccess.Access](),
+		"ContentAccessList": reflect.TypeFor[contentAccessView](),
+		"Delivery":          reflect.TypeFor[notify.Delivery](),
+		"Deliveries":        reflect.TypeFor[deliveriesView](),
+		"WebhookEvent":      reflect.TypeFor[notify.Body](),
+		"AuditCheckpoint":   reflect.TypeFor[checkpointView](),
+		"ManualQueueItem":   reflect.TypeFor[projections.QueueItem](),
+		"ManualQueue":       reflect.TypeFor[projections.Queue](),
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

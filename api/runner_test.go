@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/engine"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
@@ -58,7 +59,7 @@ func newWithRunner(t *testing.T) *withRunner {
 	}
 	h := &harness{t: t, logs: &syncBuffer{}}
 	h.ledger = l
-	srv, err := New(Config{Tokens: testTokens, Logger: slog.New(slog.NewJSONHandler(h.logs, nil))}, Deps{Ledger: l, Reviews: svc})
+	srv, err := New(Config{Tokens: testTokens, Logger: slog.New(slog.NewJSONHandler(h.logs, nil))}, Deps{Ledger: l, Reviews: svc, ContentAccess: contentaccess.New(pool)})
 	if err != nil {
 		t.Fatal(err)
 	}

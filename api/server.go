@@ -47,6 +47,11 @@ type Deps struct {
 	// Feed serves GET /v1/manual-queue/events (*queuefeed.Feed); the
 	// route answers 503 without it.
 	Feed Feed
+	// ContentAccess records every read of a review's content and lists
+	// them for auditors (*contentaccess.DB). Without it the content route
+	// and the content-access routes answer 503: content is never served
+	// unrecorded.
+	ContentAccess ContentAccess
 	// Tokens verifies JWT access tokens of the OpenID Provider
 	// (*signin.Verifier) presented as bearer tokens beside the static
 	// ones; without it only static tokens are accepted.
@@ -130,6 +135,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/reviews/:id", s.getReview, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 	e.GET("/v1/reviews/:id/events", s.getEvents, s.require(RoleAuditor))
 	e.GET("/v1/reviews/:id/content", s.getContent, s.require(RoleModerator))
+	e.GET("/v1/reviews/:id/content-access", s.reviewContentAccess, s.require(RoleAuditor))
+	e.GET("/v1/content-access", s.exportContentAccess, s.require(RoleAuditor))
 	e.POST("/v1/reviews/:id/findings", s.callback)
 	e.POST("/v1/reviews/:id/decision", s.decide, s.require(RoleModerator))
 	e.GET("/v1/manual-queue", s.manualQueue, s.require(RoleModerator))

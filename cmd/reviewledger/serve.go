@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
@@ -195,6 +196,8 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Watcher:    led.Watcher(),
 		Deliveries: notify.NewDB(pool),
 		Feed:       feed,
+
+		ContentAccess: contentaccess.New(pool),
 
 		Checkpoints: signing.checkpoints(), // nil without a signing key
 	}

@@ -64,7 +64,7 @@ export interface paths {
         };
         /**
          * Read the content submitted for review
-         * @description The stored bytes of the submission, for the moderators who decide on it. They are served only when they hash to the payload_digest of the review's Submitted event (otherwise 500, logged with the request ID). Content-Type is the submitted content_type when it is a valid type/subtype media type, application/octet-stream otherwise; text/* is inline, anything else an attachment. Every read is logged (actor, review_id; never the content) and counted in reviewledger_content_reads_total. Content is purged after REVIEWLEDGER_PAYLOAD_RETENTION once the review left the automated path: 410 content-purged.
+         * @description The stored bytes of the submission, for the moderators who decide on it. They are served only when they hash to the payload_digest of the review's Submitted event (otherwise 500, logged with the request ID). Content-Type is the submitted content_type when it is a valid type/subtype media type, application/octet-stream otherwise; text/* is inline, anything else an attachment. Every read is logged (actor, review_id; never the content), counted in reviewledger_content_reads_total, and recorded for auditors (GET /v1/reviews/{id}/content-access) before the content is sent: a read that cannot be recorded is not served (500). Content is purged after REVIEWLEDGER_PAYLOAD_RETENTION once the review left the automated path: 410 content-purged.
          */
         get: operations["getReviewContent"];
         put?: never;
@@ -478,6 +478,46 @@ export interface paths {
         };
         /** The review's history as a review panel shows it (attempts, escalations, requeues, claims, holds, votes); never content */
         get: operations["reviewTimeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/reviews/{id}/content-access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who read a review's content
+         * @description Every read of GET /v1/reviews/{id}/content that was answered with the content (served) or 410 (purged), oldest first: who (subject, display name, the ledger's actor name), with which role, when, through which credential, for which request. A read is recorded before the content is sent; a read that cannot be recorded is not served. Reads the role table refused are not reads and are not listed.
+         */
+        get: operations["getReviewContentAccess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/content-access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the reads of content of a time range
+         * @description Every recorded read of any review's content at or after from and before to, oldest first, streamed: JSON lines (format=jsonl, application/jsonl, one ContentAccess a line) or CSV with a header row (format=csv, text/csv, the columns review_id, at, subject, display_name, actor, role, via, credential, request_id, outcome). Sent as an attachment, Cache-Control: no-store. Should the database fail once rows are sent, the response is cut short (the connection is closed) and the failure logged.
+         */
+        get: operations["exportContentAccess"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1004,6 +1044,44 @@ export interface components {
             replay_lag_seconds: number;
             /** Format: date-time */
             checked_at: string;
+        };
+        ContentAccess: {
+            review_id: string;
+            /**
+             * Format: date-time
+             * @description When the read was recorded, just before the content was sent.
+             */
+            at: string;
+            /** @description The OpenID Provider's stable subject (sub) of the reader, or a static token's name. */
+            subject: string;
+            /** @description The reader's display name at the time (a static token's name). */
+            display_name: string;
+            /** @description The name the ledger records for the reader's actions. */
+            actor: string;
+            /**
+             * @description The reader's role.
+             * @enum {string}
+             */
+            role: "moderator" | "admin";
+            /**
+             * @description How the reader authenticated: a static bearer token, a JWT access token, or the UI's sign-in session.
+             * @enum {string}
+             */
+            via: "token" | "jwt" | "session";
+            /** @description Which token or session: a static token's name, a JWT's jti (empty when it has none), or the session's public ID; never a secret. */
+            credential: string;
+            /** @description The request's X-Request-Id, as in the logs. */
+            request_id: string;
+            /**
+             * @description served: the content was sent; purged: the review's content had been purged (410).
+             * @enum {string}
+             */
+            outcome: "served" | "purged";
+        };
+        ContentAccessList: {
+            review_id: string;
+            /** @description Oldest first; empty when nobody read the content. */
+            accesses: components["schemas"]["ContentAccess"][];
         };
     };
     responses: {
@@ -2153,6 +2231,70 @@ export interface operations {
             403: components["responses"]["Problem403"];
             404: components["responses"]["Problem404"];
             500: components["responses"]["Problem500"];
+        };
+    };
+    getReviewContentAccess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Review ID: 1-128 characters from A-Z a-z 0-9 . _ : - */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The review's content reads. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContentAccessList"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            404: components["responses"]["Problem404"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    exportContentAccess: {
+        parameters: {
+            query?: {
+                /** @description RFC 3339; default 24 hours before to. Must be before to. */
+                from?: string;
+                /** @description RFC 3339; default now. */
+                to?: string;
+                /** @description jsonl (default) or csv. */
+                format?: "jsonl" | "csv";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reads, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/jsonl": string;
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
         };
     };
     reviewDecisionWebhook: {
