@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -245,10 +246,28 @@ type TokenVerifier interface {
 
 var _ TokenVerifier = (*signin.Verifier)(nil)
 
+// Sessions is the UI's sign-in through the OpenID Provider
+// (*signin.Sessions): it serves the sign-in routes (signin.PathLogin and
+// the others) and finds a request's session.
+type Sessions interface {
+	http.Handler
+	// Lookup returns the request's live session. Errors:
+	// signin.ErrNoSession; signin.ErrCSRF for a state-changing request
+	// without the session's CSRF token.
+	Lookup(r *http.Request) (signin.Session, error)
+}
+
+var _ Sessions = (*signin.Sessions)(nil)
+
 // authenticate finds who the request comes from: a static bearer token,
-// else a JWT access token of the OpenID Provider.
+// else a JWT access token of the OpenID Provider; without an
+// Authorization header, the UI's session cookie.
 func (s *Server) authenticate(c echo.Context) (Principal, error) {
-	secret, ok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+	header := c.Request().Header.Get(echo.HeaderAuthorization)
+	if header == "" && s.deps.Sessions != nil {
+		return s.sessionPrincipal(c)
+	}
+	secret, ok := bearer(header)
 	if !ok {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -267,6 +286,22 @@ func (s *Server) authenticate(c echo.Context) (Principal, error) {
 	p := identityPrincipal(id, ViaJWT, jwtID(secret))
 	if len(p.Roles) == 0 {
 		return p, fmt.Errorf("%q (subject %q) holds no claim value mapped to a role: %w", id.Name, id.Subject, ErrNoRole)
+	}
+	return p, nil
+}
+
+// sessionPrincipal is the principal of the request's UI session.
+func (s *Server) sessionPrincipal(c echo.Context) (Principal, error) {
+	sess, err := s.deps.Sessions.Lookup(c.Request())
+	switch {
+	case errors.Is(err, signin.ErrNoSession):
+		return Principal{}, fmt.Errorf("no bearer token and no session: %w", ErrUnauthenticated)
+	case err != nil:
+		return Principal{}, err // signin.ErrCSRF: 403
+	}
+	p := identityPrincipal(sess.Identity, ViaSession, sess.ID)
+	if len(p.Roles) == 0 {
+		return p, fmt.Errorf("%q (subject %q) holds no claim value mapped to a role: %w", sess.Identity.Name, sess.Identity.Subject, ErrNoRole)
 	}
 	return p, nil
 }

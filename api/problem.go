@@ -15,6 +15,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/notify"
+	"github.com/reviewledger/reviewledger/api/signin"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/projections"
@@ -72,6 +73,7 @@ var problemTable = []problemKind{
 	{ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token"},
 	{ErrForbidden, http.StatusForbidden, "forbidden", "Role not allowed"},
 	{ErrNoRole, http.StatusForbidden, "no-role", "No role mapped to this user"},
+	{signin.ErrCSRF, http.StatusForbidden, "csrf", "Missing or wrong CSRF token"},
 	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"},
 	{ErrOverloaded, http.StatusTooManyRequests, "overloaded", "Too many reviews in flight"},
 	{ErrRouteNotFound, http.StatusNotFound, "route-not-found", "No such route"},

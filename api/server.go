@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/reviewledger/reviewledger/api/signin"
 )
 
 // Deps are what the server calls. Ledger and Reviews are required; routes
@@ -52,6 +54,11 @@ type Deps struct {
 	// and the content-access routes answer 503: content is never served
 	// unrecorded.
 	ContentAccess ContentAccess
+	// Sessions is the UI's sign-in through the OpenID Provider
+	// (*signin.Sessions): the sign-in routes are served and a request
+	// without an Authorization header is authenticated by its session
+	// cookie (with the CSRF token on state-changing requests).
+	Sessions Sessions
 	// Tokens verifies JWT access tokens of the OpenID Provider
 	// (*signin.Verifier) presented as bearer tokens beside the static
 	// ones; without it only static tokens are accepted.
@@ -160,6 +167,13 @@ func (s *Server) routes() *echo.Echo {
 	s.probeRoute(e)
 	e.GET("/openapi.json", s.openapi)
 	e.HEAD("/openapi.json", s.openapi, headLikeGet)
+	if s.deps.Sessions != nil {
+		h := echo.WrapHandler(s.deps.Sessions)
+		e.GET(signin.PathLogin, h)
+		e.GET(signin.PathCallback, h)
+		e.POST(signin.PathLogout, h)
+		e.GET(signin.PathSession, h)
+	}
 	if s.deps.UI != nil {
 		e.GET("/", s.uiRoute)
 		e.HEAD("/", s.uiRoute, headLikeGet)

@@ -194,6 +194,21 @@ func (v *Verifier) VerifyAccessToken(ctx context.Context, raw string) (Identity,
 	return v.verify(ctx, v.access, raw)
 }
 
+// verifyIDToken checks an ID token issued to the client.
+func (v *Verifier) verifyIDToken(ctx context.Context, raw string) (*oidc.IDToken, Identity, error) {
+	tok, err := v.id.Verify(ctx, raw)
+	if err != nil {
+		return nil, Identity{}, fmt.Errorf("%s: %w", err.Error(), ErrInvalidToken)
+	}
+	id, err := v.identity(tok)
+	return tok, id, err
+}
+
+// clientContext carries the HTTP client to the provider's endpoints.
+func (v *Verifier) clientContext(ctx context.Context) context.Context {
+	return oidc.ClientContext(ctx, v.cfg.HTTPClient)
+}
+
 func (v *Verifier) verify(ctx context.Context, verifier *oidc.IDTokenVerifier, raw string) (Identity, error) {
 	tok, err := verifier.Verify(ctx, raw)
 	if err != nil {

@@ -382,9 +382,14 @@ func tryServe(t *testing.T, env map[string]string) (*serveProc, error) {
 
 // tryServeBin starts the serve command of bin.
 func tryServeBin(t *testing.T, bin string, env map[string]string) (*serveProc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	// A test that must know the address before the server starts (a
+	// redirect URL names it) chooses it; any other gets a free one.
+	addr := env["REVIEWLEDGER_ADDR"]
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	env = merged(env, map[string]string{"REVIEWLEDGER_ADDR": addr})
 	p := &serveProc{URL: "http://" + addr, env: env, logs: &lockedBuffer{}, done: make(chan struct{})}

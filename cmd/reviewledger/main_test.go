@@ -44,13 +44,17 @@ var validEnv = map[string]string{
 	"REVIEWLEDGER_NOTIFY_SECRET":        "",
 	"REVIEWLEDGER_PUBSUB":               "",
 
-	"REVIEWLEDGER_TOKENS_FILE":        "",
-	"REVIEWLEDGER_OIDC_ISSUER":        "",
-	"REVIEWLEDGER_OIDC_CLIENT_ID":     "",
-	"REVIEWLEDGER_OIDC_CLIENT_SECRET": "",
-	"REVIEWLEDGER_OIDC_AUDIENCE":      "",
-	"REVIEWLEDGER_OIDC_ROLE_MAP":      "",
-	"REVIEWLEDGER_OIDC_LEEWAY":        "",
+	"REVIEWLEDGER_TOKENS_FILE":           "",
+	"REVIEWLEDGER_OIDC_ISSUER":           "",
+	"REVIEWLEDGER_OIDC_CLIENT_ID":        "",
+	"REVIEWLEDGER_OIDC_CLIENT_SECRET":    "",
+	"REVIEWLEDGER_OIDC_AUDIENCE":         "",
+	"REVIEWLEDGER_OIDC_ROLE_MAP":         "",
+	"REVIEWLEDGER_OIDC_LEEWAY":           "",
+	"REVIEWLEDGER_OIDC_REDIRECT_URL":     "",
+	"REVIEWLEDGER_OIDC_SCOPES":           "",
+	"REVIEWLEDGER_OIDC_REFRESH_INTERVAL": "",
+	"REVIEWLEDGER_OIDC_SESSION_MAX_AGE":  "",
 }
 
 // setEnv sets the environment of a CLI run: validEnv with overrides, which

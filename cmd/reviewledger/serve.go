@@ -207,6 +207,13 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if verifier != nil {
 		deps.Tokens = verifier
 	}
+	sessions, err := c.Auth.sessions(verifier, log)
+	if err != nil {
+		return err
+	}
+	if sessions != nil {
+		deps.Sessions = sessions
+	}
 	server, err := api.New(api.Config{
 		Tokens:          tokens,
 		MaxBodyBytes:    cfg.MaxBodyBytes,

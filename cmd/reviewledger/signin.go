@@ -26,6 +26,10 @@ type SignInConfig struct {
 	Audience     string        `name:"oidc-audience" env:"REVIEWLEDGER_OIDC_AUDIENCE" help:"The aud a JWT access token must carry; REVIEWLEDGER_OIDC_CLIENT_ID when empty."`
 	RolesClaim   string        `name:"oidc-roles-claim" env:"REVIEWLEDGER_OIDC_ROLES_CLAIM" default:"groups" help:"Claim holding the user's groups or roles (a string or a list; a dotted path reaches into objects, e.g. realm_access.roles)."`
 	RoleMapList  string        `name:"oidc-role-map" env:"REVIEWLEDGER_OIDC_ROLE_MAP" help:"Roles from claim values: comma-separated role=value, several values separated by |, e.g. moderator=mods|leads,auditor=audit. A user with no mapped role is refused (403 no-role)."`
+	RedirectURL  string        `name:"oidc-redirect-url" env:"REVIEWLEDGER_OIDC_REDIRECT_URL" help:"Where the provider sends the browser back after sign-in: this server's URL with the path /auth/callback (https; http only on a loopback address). Required with REVIEWLEDGER_OIDC_CLIENT_ID."`
+	Scopes       []string      `name:"oidc-scopes" env:"REVIEWLEDGER_OIDC_SCOPES" default:"openid,profile,email,offline_access" help:"Scopes the UI's sign-in requests (offline_access asks for the refresh token that keeps a session checked at the provider)."`
+	Refresh      time.Duration `name:"oidc-refresh-interval" env:"REVIEWLEDGER_OIDC_REFRESH_INTERVAL" default:"5m" help:"At most this long after sign-in or the last refresh, a UI session is refreshed at the provider and its roles read again: a user removed from a group loses the role by then."`
+	MaxAge       time.Duration `name:"oidc-session-max-age" env:"REVIEWLEDGER_OIDC_SESSION_MAX_AGE" default:"12h" help:"A UI session ends this long after sign-in, however often it was refreshed."`
 	Leeway       time.Duration `name:"oidc-leeway" env:"REVIEWLEDGER_OIDC_LEEWAY" default:"30s" help:"How far past expiry or before not-before a token is still accepted (clock skew), at most 5m."`
 
 	// Filled by Validate.
@@ -45,6 +49,7 @@ func (c *SignInConfig) Validate() error {
 		for _, set := range []struct{ name, v string }{
 			{"REVIEWLEDGER_OIDC_CLIENT_ID", c.ClientID}, {"REVIEWLEDGER_OIDC_CLIENT_SECRET", c.ClientSecret},
 			{"REVIEWLEDGER_OIDC_AUDIENCE", c.Audience}, {"REVIEWLEDGER_OIDC_ROLE_MAP", c.RoleMapList},
+			{"REVIEWLEDGER_OIDC_REDIRECT_URL", c.RedirectURL},
 		} {
 			if set.v != "" {
 				return fmt.Errorf("%s: set without REVIEWLEDGER_OIDC_ISSUER", set.name)
@@ -58,7 +63,29 @@ func (c *SignInConfig) Validate() error {
 	}
 	c.RoleMap = m
 	cfg := c.verifierConfig()
-	return cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if c.ClientID == "" {
+		if c.RedirectURL != "" {
+			return fmt.Errorf("REVIEWLEDGER_OIDC_REDIRECT_URL: set without REVIEWLEDGER_OIDC_CLIENT_ID")
+		}
+		return nil
+	}
+	sc := c.sessionConfig(nil)
+	return sc.Validate()
+}
+
+func (c *SignInConfig) sessionConfig(log *slog.Logger) signin.SessionConfig {
+	return signin.SessionConfig{RedirectURL: c.RedirectURL, Scopes: c.Scopes, RefreshInterval: c.Refresh, MaxAge: c.MaxAge, Logger: log}
+}
+
+// sessions is the UI's sign-in; nil without a client ID.
+func (c *SignInConfig) sessions(v *signin.Verifier, log *slog.Logger) (*signin.Sessions, error) {
+	if v == nil || c.ClientID == "" {
+		return nil, nil
+	}
+	return signin.NewSessions(v, c.sessionConfig(log))
 }
 
 func (c *SignInConfig) verifierConfig() signin.Config {

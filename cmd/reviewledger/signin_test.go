@@ -27,7 +27,10 @@ func TestSignInConfigNamesTheSetting(t *testing.T) {
 		{"no audience", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops"}, "REVIEWLEDGER_OIDC_AUDIENCE: required"},
 		{"no role map", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl"}, "REVIEWLEDGER_OIDC_ROLE_MAP: required"},
 		{"unknown role", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "boss=ops"}, `REVIEWLEDGER_OIDC_ROLE_MAP: entry 1: role "boss"`},
-		{"leeway", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops", "REVIEWLEDGER_OIDC_LEEWAY": "1h"}, "REVIEWLEDGER_OIDC_LEEWAY: must be between 0 and 5m"},
+		{"no redirect", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops"}, "REVIEWLEDGER_OIDC_REDIRECT_URL: required"},
+		{"http redirect", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops", "REVIEWLEDGER_OIDC_REDIRECT_URL": "http://reviews.example/auth/callback"}, "REVIEWLEDGER_OIDC_REDIRECT_URL: must be https"},
+		{"redirect path", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops", "REVIEWLEDGER_OIDC_REDIRECT_URL": "https://reviews.example/callback"}, "REVIEWLEDGER_OIDC_REDIRECT_URL: the path must be /auth/callback"},
+		{"leeway", map[string]string{"REVIEWLEDGER_OIDC_ISSUER": issuer, "REVIEWLEDGER_OIDC_CLIENT_ID": "rl", "REVIEWLEDGER_OIDC_ROLE_MAP": "admin=ops", "REVIEWLEDGER_OIDC_REDIRECT_URL": "https://reviews.example/auth/callback", "REVIEWLEDGER_OIDC_LEEWAY": "1h"}, "REVIEWLEDGER_OIDC_LEEWAY: must be between 0 and 5m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setEnv(t, tc.env)

@@ -52,8 +52,9 @@ type Provider struct {
 	// Issuer is the issuer URL, "http://127.0.0.1:<port>/".
 	Issuer string
 
-	srv   *http.Server
-	store *opStorage
+	srv     *http.Server
+	store   *opStorage
+	visited sync.Map // request paths seen
 	// Client reaches the provider; its connections are closed when the
 	// test ends. Give it to the verifier under test.
 	Client *http.Client
@@ -79,13 +80,24 @@ func Start(tb testing.TB, users ...User) *Provider {
 	st := &opStorage{Storage: base, users: us, client: client}
 	st.rotate()
 	p := &Provider{Issuer: issuer, store: st, Client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}}
-	p.srv = &http.Server{Handler: exampleop.SetupServer(issuer, st, nil, false), ReadHeaderTimeout: 5 * time.Second}
+	op := exampleop.SetupServer(issuer, st, nil, false)
+	p.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.visited.Store(r.URL.Path, true)
+		op.ServeHTTP(w, r)
+	})}
 	go func() { _ = p.srv.Serve(l) }()
 	tb.Cleanup(func() {
 		_ = p.srv.Close()
 		p.Client.CloseIdleConnections()
 	})
 	return p
+}
+
+// Visited tells whether a request for path reached the provider, such as
+// "/end_session" (its end_session_endpoint).
+func (p *Provider) Visited(path string) bool {
+	_, ok := p.visited.Load(path)
+	return ok
 }
 
 // SetGroups replaces a user's groups; tokens issued from then on carry

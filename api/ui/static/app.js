@@ -10,6 +10,13 @@
 
 (function () {
   const TOKEN_KEY = 'reviewledger.token';
+  // Signed in through the identity provider: requests carry the session
+  // cookie (HttpOnly, never readable here) and, when they change
+  // anything, the session's CSRF token; state.token is then SESSION.
+  const SESSION = '(session)';
+  const SESSION_PATH = '/auth/session';
+  const LOGOUT_PATH = '/auth/logout';
+  const CSRF_HEADER = 'X-CSRF-Token';
   const REFRESH_MS = 5000;
   const STALE_MS = 30000;
   const REQUEST_TIMEOUT_MS = 20000;
@@ -60,6 +67,8 @@
 
   const state = {
     token: '',
+    csrf: '',
+    display: '', // a provider user's display name (state.me is the ledger's name)
     me: '',
     role: '',           // from GET /v1/me; '' when the server did not say
     abort: new AbortController(),
@@ -246,7 +255,7 @@
     }
     if (res.status === 401) {
       const p = problemOf(res, data, text);
-      signOut('The server did not accept the token' + (p.detail ? ': ' + p.detail : '.') + ' Sign in again.', p);
+      signOut(refusedMessage(p), p);
       throw new SignedOut();
     }
     if (res.ok) return { ok: true, status: res.status, data };
@@ -268,7 +277,7 @@
       }
       const p = problemOf(res, data, text);
       if (res.status === 401) {
-        signOut('The server did not accept the token' + (p.detail ? ': ' + p.detail : '.') + ' Sign in again.', p);
+        signOut(refusedMessage(p), p);
         throw new SignedOut();
       }
       return { ok: false, status: res.status, problem: p };
@@ -283,20 +292,34 @@
     return { ok: true, status: res.status, headers: res.headers, bytes };
   }
 
+  // authHeaders adds the credentials of the sign-in: the bearer token, or
+  // for a session the CSRF token (the cookie goes by itself).
+  function authHeaders(headers) {
+    if (state.token === SESSION) headers[CSRF_HEADER] = state.csrf;
+    else headers['Authorization'] = 'Bearer ' + state.token;
+    return headers;
+  }
+
+  // credentials sends the session cookie only for a session.
+  function credentials() { return state.token === SESSION ? 'same-origin' : 'omit'; }
+
+  // refusedMessage explains a 401.
+  function refusedMessage(p) {
+    if (state.token === SESSION) return 'Your session has ended. Sign in again.';
+    return 'The server did not accept the token' + (p && p.detail ? ': ' + p.detail : '.') + ' Sign in again.';
+  }
+
   // request sends one request with the bearer token (never in the URL). It
   // resolves to {res}, or to {ok:false, status:0, problem} when the server
   // could not be reached or did not answer in time.
   async function request(method, path, body, accept) {
-    const headers = {
-      'Accept': accept,
-      'Authorization': 'Bearer ' + state.token,
-    };
+    const headers = authHeaders({ 'Accept': accept });
     // A request is abandoned after REQUEST_TIMEOUT_MS, so a hung connection
     // cannot stall the periodic refresh.
     const signal = (AbortSignal.any && AbortSignal.timeout)
       ? AbortSignal.any([state.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
       : state.abort.signal;
-    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal };
+    const init = { method, headers, cache: 'no-store', credentials: credentials(), redirect: 'error', signal };
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -354,18 +377,57 @@
       show(box, false);
     }
     $('token').value = '';
-    $('token').focus();
+    if ($('oidc-signin').hidden) $('token').focus();
+    else $('oidc-signin-link').focus();
   }
 
   function signOut(message, problem) {
     state.abort.abort();
     state.abort = new AbortController();
     state.token = '';
+    state.csrf = '';
+    state.display = '';
     state.me = '';
     state.role = '';
     try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage unavailable */ }
     resetData();
     showSignIn(message, problem);
+  }
+
+  // endSession signs out of a session: the server ends it and names where
+  // the browser goes next, the identity provider's sign-out when it offers
+  // one (which comes back to this page).
+  async function endSession() {
+    const csrf = state.csrf;
+    signOut('You signed out.');
+    let next = '';
+    try {
+      const res = await fetch(LOGOUT_PATH, { method: 'POST', headers: { 'Accept': 'application/json', [CSRF_HEADER]: csrf }, cache: 'no-store', credentials: 'same-origin', redirect: 'error' });
+      const data = await res.json();
+      if (data && typeof data.redirect === 'string') next = data.redirect;
+    } catch (_) { /* the session ends on the server with its refresh anyway */ }
+    if (next && next !== '/' && /^https?:\/\//.test(next)) window.location.assign(next);
+  }
+
+  // probeSession asks whether this browser has a session with the
+  // identity provider (GET /auth/session): signed in when it has, the
+  // provider's sign-in offered when the server has one (401), the token
+  // form alone otherwise (404).
+  async function probeSession() {
+    let res = null;
+    let data = null;
+    try {
+      res = await fetch(SESSION_PATH, { method: 'GET', headers: { 'Accept': 'application/json' }, cache: 'no-store', credentials: 'same-origin', redirect: 'error' });
+      data = await res.json().catch(() => null);
+    } catch (_) { res = null; }
+    const offered = !!res && (res.status === 200 || res.status === 401);
+    show($('oidc-signin'), offered);
+    if (res && res.status === 200 && data && typeof data.csrf_token === 'string') {
+      state.csrf = data.csrf_token;
+      await signIn(SESSION);
+      return;
+    }
+    showSignIn('');
   }
 
   function resetData() {
@@ -400,7 +462,8 @@
   function can(what) { return !state.role || ROLE_CAN[what].includes(state.role); }
 
   function renderWho() {
-    setText('who', state.me ? 'Signed in as ' + state.me + (state.role ? ' (' + state.role + ')' : '') : 'Signed in');
+    const who = state.display || state.me;
+    setText('who', who ? 'Signed in as ' + who + (state.role ? ' (' + state.role + ')' : '') : 'Signed in');
   }
 
   function setMe(name) {
@@ -426,8 +489,11 @@
   async function signIn(token) {
     state.token = token;
     state.me = '';
+    state.display = '';
     state.role = '';
-    try { sessionStorage.setItem(TOKEN_KEY, token); } catch (_) { /* storage unavailable */ }
+    if (token !== SESSION) {
+      try { sessionStorage.setItem(TOKEN_KEY, token); } catch (_) { /* storage unavailable */ }
+    }
     const button = $('signin-submit');
     button.disabled = true;
     let r;
@@ -442,8 +508,13 @@
       signOut('Could not sign in: the server could not be reached.', problem);
       return;
     }
+    if (!r.ok && r.status === 403 && problemKind(r.problem) === 'no-role') {
+      signOut('You signed in, but your account has no role here' + (r.problem.detail ? ': ' + r.problem.detail : '.'), r.problem);
+      return;
+    }
     if (r.ok && r.data && typeof r.data.name === 'string') {
-      state.me = r.data.name;
+      state.me = r.data.name; // the name claims carry: the ledger's
+      state.display = typeof r.data.display_name === 'string' ? r.data.display_name : '';
       state.role = typeof r.data.role === 'string' ? r.data.role : '';
     }
     show($('signin-view'), false);
@@ -1977,7 +2048,7 @@
     const token = state.token;
     const signal = AbortSignal.any ? AbortSignal.any([state.abort.signal, ctrl.signal]) : ctrl.signal;
     if (live.mode !== 'polling') setLive('connecting');
-    const headers = { 'Accept': 'text/event-stream', 'Authorization': 'Bearer ' + token };
+    const headers = authHeaders({ 'Accept': 'text/event-stream' });
     if (live.lastID) headers['Last-Event-ID'] = live.lastID;
     let idle = 0;
     const touch = () => {
@@ -1988,11 +2059,11 @@
     let why = 'the stream ended';
     try {
       touch();
-      const res = await fetch(STREAM_PATH, { method: 'GET', headers, cache: 'no-store', credentials: 'omit', redirect: 'error', signal });
+      const res = await fetch(STREAM_PATH, { method: 'GET', headers, cache: 'no-store', credentials: credentials(), redirect: 'error', signal });
       if (res.status === 401) {
         window.clearTimeout(idle);
         live.ctrl = null;
-        signOut('The server did not accept the token. Sign in again.');
+        signOut(refusedMessage(null));
         return;
       }
       if (!res.ok || !/text\/event-stream/i.test(res.headers.get('Content-Type') || '') || !res.body) {
@@ -2294,7 +2365,10 @@
       }
       bg(signIn(token));
     });
-    $('signout').addEventListener('click', () => signOut('You signed out.'));
+    $('signout').addEventListener('click', () => {
+      if (state.token === SESSION) bg(endSession());
+      else signOut('You signed out.');
+    });
     $('queue-filter').addEventListener('submit', guard((ev) => { ev.preventDefault(); return loadQueue(); }));
     $('queue-refresh').addEventListener('click', guard(() => loadQueue()));
     $('slo-filter').addEventListener('submit', guard((ev) => { ev.preventDefault(); return loadSLO(); }));
@@ -2381,7 +2455,7 @@
       token = sessionStorage.getItem(TOKEN_KEY) || '';
     } catch (_) { /* storage unavailable */ }
     if (token) bg(signIn(token));
-    else showSignIn('');
+    else bg(probeSession());
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);

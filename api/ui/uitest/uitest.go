@@ -187,6 +187,40 @@ func (p *Page) WaitFor(what, fn string, args ...any) {
 	}
 }
 
+// WaitNavigated is WaitFor across page loads: while the tab navigates
+// (a sign-in through another site and back) the expression is evaluated
+// again, every 50 ms, until it is true; errors of a page going away are
+// retried. On timeout it fails the test with what and the last error or
+// the page's URL.
+func (p *Page) WaitNavigated(what, expr string) {
+	p.tb.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	var last string
+	for {
+		ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = "false at " + Evaluate[string](p, `location.href`)
+		}
+		if time.Now().After(deadline) {
+			p.tb.Fatalf("waiting for %s: %s", what, last)
+		}
+		timer := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-p.browser.ctx.Done():
+			timer.Stop()
+			p.tb.Fatalf("waiting for %s: %v", what, p.browser.ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
 // WaitText waits until the first element matching the CSS selector is shown
 // (no hidden ancestor) and its text contains want.
 func (p *Page) WaitText(sel, want string) {

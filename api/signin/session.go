@@ -1,0 +1,534 @@
+package signin
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// Routes of the UI's sign-in, served by Sessions.
+const (
+	PathLogin    = "/auth/login"    // GET: to the provider
+	PathCallback = "/auth/callback" // GET: back from it
+	PathLogout   = "/auth/logout"   // POST (CSRF): sign out, RP-initiated where offered
+	PathSession  = "/auth/session"  // GET: the session's CSRF token, or 401
+)
+
+// HeaderCSRF carries a session's CSRF token on every state-changing
+// request authenticated by the session cookie.
+const HeaderCSRF = "X-CSRF-Token"
+
+var (
+	// ErrNoSession: the request carries no cookie of a live session.
+	ErrNoSession = errors.New("no session")
+	// ErrCSRF: a state-changing request of a session lacks its CSRF token.
+	ErrCSRF = errors.New("missing or wrong CSRF token")
+)
+
+// SessionConfig configures the UI's sign-in.
+type SessionConfig struct {
+	// RedirectURL is where the provider sends the browser back, ending in
+	// PathCallback (REVIEWLEDGER_OIDC_REDIRECT_URL). https, or http on a
+	// loopback address (the cookies are then not Secure).
+	RedirectURL string
+	// Scopes requested; default openid profile email offline_access.
+	Scopes []string
+	// RefreshInterval: at most this long after sign-in or the last
+	// refresh, the session's tokens are refreshed at the provider and its
+	// roles read again, so a user removed from a group loses the role at
+	// the latest then (REVIEWLEDGER_OIDC_REFRESH_INTERVAL, default 5m).
+	RefreshInterval time.Duration
+	// MaxAge ends a session however often it is refreshed
+	// (REVIEWLEDGER_OIDC_SESSION_MAX_AGE, default 12h).
+	MaxAge time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *SessionConfig) setDefaults() {
+	if len(c.Scopes) == 0 {
+		c.Scopes = []string{oidc.ScopeOpenID, "profile", "email", oidc.ScopeOfflineAccess}
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = 5 * time.Minute
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 12 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate names the first setting at fault.
+func (c *SessionConfig) Validate() error {
+	u, err := url.Parse(c.RedirectURL)
+	switch {
+	case c.RedirectURL == "":
+		return errors.New("REVIEWLEDGER_OIDC_REDIRECT_URL: required with REVIEWLEDGER_OIDC_CLIENT_ID, e.g. https://reviews.example.com" + PathCallback)
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return fmt.Errorf("REVIEWLEDGER_OIDC_REDIRECT_URL: %q is not an http(s) URL", c.RedirectURL)
+	case u.Path != PathCallback:
+		return fmt.Errorf("REVIEWLEDGER_OIDC_REDIRECT_URL: the path must be %s, got %q", PathCallback, u.Path)
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		return fmt.Errorf("REVIEWLEDGER_OIDC_REDIRECT_URL: must be https (http only on a loopback address), got %q", c.RedirectURL)
+	case c.RefreshInterval < 0:
+		return fmt.Errorf("REVIEWLEDGER_OIDC_REFRESH_INTERVAL: must be positive, got %s", c.RefreshInterval)
+	case c.MaxAge < 0:
+		return fmt.Errorf("REVIEWLEDGER_OIDC_SESSION_MAX_AGE: must be positive, got %s", c.MaxAge)
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Session is a signed-in user of the UI.
+type Session struct {
+	// ID names the session in the content-access record and the logs; it
+	// is not the cookie and cannot be used as one.
+	ID       string
+	Identity Identity
+	// CSRF is the token state-changing requests must carry in HeaderCSRF.
+	CSRF string
+}
+
+// session is the server-side state of one session.
+type session struct {
+	mu       sync.Mutex
+	public   Session
+	token    *oauth2.Token
+	idToken  string // the last ID token, the hint of an RP-initiated logout
+	created  time.Time
+	checkAt  time.Time // refresh at the provider from then on
+	endsAt   time.Time // a session without a refresh token ends then
+	canRenew bool
+}
+
+// pending is a sign-in under way: what the callback checks.
+type pending struct {
+	verifier, nonce string
+	created         time.Time
+}
+
+// Sessions is the UI's sign-in: the authorization code flow with PKCE,
+// and server-side sessions in this process's memory behind a signed,
+// HttpOnly, SameSite=Lax cookie (Secure unless the redirect URL is http
+// on loopback). A process restart signs everyone out; several API
+// processes need sticky sessions at their load balancer.
+type Sessions struct {
+	cfg    SessionConfig
+	v      *Verifier
+	oauth  *oauth2.Config
+	key    []byte // signs the cookies
+	secure bool
+	now    func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session // by cookie ID
+	pendings map[string]pending  // by state
+}
+
+// NewSessions returns the sign-in of v's provider. v must have a client
+// ID.
+func NewSessions(v *Verifier, cfg SessionConfig) (*Sessions, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if v.id == nil {
+		return nil, errors.New("REVIEWLEDGER_OIDC_CLIENT_ID: required for the UI's sign-in")
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(cfg.RedirectURL)
+	return &Sessions{
+		cfg: cfg, v: v, key: key, now: v.cfg.Now,
+		secure: u.Scheme == "https",
+		oauth: &oauth2.Config{
+			ClientID: v.cfg.ClientID, ClientSecret: v.cfg.ClientSecret, RedirectURL: cfg.RedirectURL,
+			Endpoint: v.provider.Endpoint(), Scopes: cfg.Scopes,
+		},
+		sessions: map[string]*session{},
+		pendings: map[string]pending{},
+	}, nil
+}
+
+// Cookie names. A Secure cookie is __Host- prefixed: the browser then
+// keeps it to this host and path / and never accepts it over http.
+func (s *Sessions) cookieName(base string) string {
+	if s.secure {
+		return "__Host-reviewledger_" + base
+	}
+	return "reviewledger_" + base
+}
+
+func (s *Sessions) setCookie(w http.ResponseWriter, base, value string, maxAge time.Duration) {
+	c := &http.Cookie{
+		Name: s.cookieName(base), Value: value, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode,
+		MaxAge: int(maxAge / time.Second),
+	}
+	if maxAge < 0 {
+		c.MaxAge = -1
+	}
+	http.SetCookie(w, c)
+}
+
+func (s *Sessions) sign(id string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(id))
+	return id + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// unsigned is the ID of a cookie value whose signature holds.
+func (s *Sessions) unsigned(value string) (string, bool) {
+	id, _, ok := strings.Cut(value, ".")
+	if !ok {
+		return "", false
+	}
+	return id, hmac.Equal([]byte(s.sign(id)), []byte(value))
+}
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ServeHTTP serves the sign-in routes.
+func (s *Sessions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == PathLogin && r.Method == http.MethodGet:
+		s.login(w, r)
+	case r.URL.Path == PathCallback && r.Method == http.MethodGet:
+		s.callback(w, r)
+	case r.URL.Path == PathLogout && r.Method == http.MethodPost:
+		s.logout(w, r)
+	case r.URL.Path == PathSession && r.Method == http.MethodGet:
+		s.current(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+const pendingTTL = 10 * time.Minute
+
+// login sends the browser to the provider with a fresh state, nonce and
+// PKCE verifier; the state also goes in a cookie, so that only the
+// browser that started a sign-in can finish it.
+func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
+	state, nonce, verifier := randomString(24), randomString(24), oauth2.GenerateVerifier()
+	now := s.now()
+	s.mu.Lock()
+	for k, p := range s.pendings {
+		if now.Sub(p.created) > pendingTTL {
+			delete(s.pendings, k)
+		}
+	}
+	s.pendings[state] = pending{verifier: verifier, nonce: nonce, created: now}
+	s.mu.Unlock()
+	s.setCookie(w, "login", state, pendingTTL)
+	http.Redirect(w, r, s.oauth.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
+}
+
+// callback finishes a sign-in: the code is exchanged with the PKCE
+// verifier, the ID token verified (issuer, audience, nonce, signature),
+// the roles mapped. A user with no role gets a page that says so.
+func (s *Sessions) callback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		s.page(w, http.StatusUnauthorized, "Sign-in failed", "The identity provider answered: "+e+" "+q.Get("error_description"))
+		return
+	}
+	state := q.Get("state")
+	c, err := r.Cookie(s.cookieName("login"))
+	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+		s.page(w, http.StatusBadRequest, "Sign-in failed", "This sign-in was not started in this browser, or took too long. Sign in again.")
+		return
+	}
+	s.setCookie(w, "login", "", -1)
+	s.mu.Lock()
+	p, ok := s.pendings[state]
+	delete(s.pendings, state)
+	s.mu.Unlock()
+	if !ok || s.now().Sub(p.created) > pendingTTL {
+		s.page(w, http.StatusBadRequest, "Sign-in failed", "This sign-in expired. Sign in again.")
+		return
+	}
+	tok, err := s.oauth.Exchange(s.v.clientContext(ctx), q.Get("code"), oauth2.VerifierOption(p.verifier))
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "sign-in: code exchange failed", "err", err.Error())
+		s.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider did not accept the sign-in. Sign in again.")
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, id, err := s.v.verifyIDToken(ctx, raw)
+	if err == nil && idt.Nonce != p.nonce {
+		err = fmt.Errorf("nonce does not match: %w", ErrInvalidToken)
+	}
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "sign-in: ID token refused", "err", err.Error())
+		s.page(w, http.StatusUnauthorized, "Sign-in failed", "The identity provider's answer could not be verified. Sign in again.")
+		return
+	}
+	if len(id.Roles) == 0 {
+		s.cfg.Logger.InfoContext(ctx, "sign-in refused: no role mapped", "subject", id.Subject, "name", id.Name)
+		s.page(w, http.StatusForbidden, "No access",
+			fmt.Sprintf("You signed in as %s, but your account has no role in reviewledger: none of your %s maps to a role. Ask an administrator to add you to a group with access.", id.Name, s.v.cfg.RolesClaim))
+		return
+	}
+	cookieID := randomString(32)
+	sum := sha256.Sum256([]byte(cookieID))
+	now := s.now()
+	sess := &session{
+		public:  Session{ID: hex.EncodeToString(sum[:8]), Identity: id, CSRF: randomString(32)},
+		token:   tok,
+		idToken: raw,
+		created: now,
+	}
+	sess.schedule(now, id.Expiry, s.cfg.RefreshInterval)
+	s.mu.Lock()
+	s.sessions[cookieID] = sess
+	s.mu.Unlock()
+	s.cfg.Logger.InfoContext(ctx, "signed in", "session", sess.public.ID, "subject", id.Subject, "name", id.Name, "roles", id.Roles)
+	s.setCookie(w, "session", s.sign(cookieID), s.cfg.MaxAge)
+	http.Redirect(w, r, "/", http.StatusFound)
+}
+
+// schedule sets when the session is checked at the provider next: after
+// the refresh interval, or when its token expires if sooner.
+func (ss *session) schedule(now, expiry time.Time, interval time.Duration) {
+	ss.canRenew = ss.token.RefreshToken != ""
+	ss.checkAt = now.Add(interval)
+	if !expiry.IsZero() && expiry.Before(ss.checkAt) {
+		ss.checkAt = expiry
+	}
+	ss.endsAt = expiry
+}
+
+// Lookup returns the live session of the request's cookie, refreshing it
+// at the provider when due (its roles are then read again). Errors:
+// ErrNoSession (no cookie, a forged or unknown one, an ended session);
+// for a state-changing method, ErrCSRF unless HeaderCSRF carries the
+// session's token.
+func (s *Sessions) Lookup(r *http.Request) (Session, error) {
+	cookieID, ss, err := s.find(r)
+	if err != nil {
+		return Session{}, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	now := s.now()
+	if now.Sub(ss.created) > s.cfg.MaxAge {
+		s.end(cookieID, "session reached its maximum age")
+		return Session{}, ErrNoSession
+	}
+	if !now.Before(ss.checkAt) {
+		if err := s.refresh(r.Context(), ss, now); err != nil {
+			s.end(cookieID, err.Error())
+			return Session{}, ErrNoSession
+		}
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(ss.public.CSRF)) != 1 {
+			return ss.public, ErrCSRF
+		}
+	}
+	return ss.public, nil
+}
+
+func (s *Sessions) find(r *http.Request) (string, *session, error) {
+	c, err := r.Cookie(s.cookieName("session"))
+	if err != nil {
+		return "", nil, ErrNoSession
+	}
+	id, ok := s.unsigned(c.Value)
+	if !ok {
+		return "", nil, ErrNoSession
+	}
+	s.mu.Lock()
+	ss, ok := s.sessions[id]
+	s.mu.Unlock()
+	if !ok {
+		return "", nil, ErrNoSession
+	}
+	return id, ss, nil
+}
+
+func (s *Sessions) end(cookieID, why string) {
+	s.mu.Lock()
+	ss, ok := s.sessions[cookieID]
+	delete(s.sessions, cookieID)
+	s.mu.Unlock()
+	if ok {
+		s.cfg.Logger.Info("session ended", "session", ss.public.ID, "subject", ss.public.Identity.Subject, "why", why)
+	}
+}
+
+// refresh trades the refresh token for new tokens and reads the roles
+// again from the new ID token (or the userinfo endpoint when the provider
+// sends none on refresh). ss is locked.
+func (s *Sessions) refresh(ctx context.Context, ss *session, now time.Time) error {
+	if !ss.canRenew {
+		return errors.New("session expired and has no refresh token")
+	}
+	ctx = s.v.clientContext(ctx)
+	tok, err := s.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: ss.token.RefreshToken}).Token()
+	if err != nil {
+		return fmt.Errorf("refresh at the provider: %w", err)
+	}
+	var id Identity
+	if raw, _ := tok.Extra("id_token").(string); raw != "" {
+		idt, got, err := s.v.verifyIDToken(ctx, raw)
+		if err != nil {
+			return fmt.Errorf("refreshed ID token: %w", err)
+		}
+		if idt.Subject != ss.public.Identity.Subject {
+			return errors.New("refreshed ID token names another subject")
+		}
+		id, ss.idToken = got, raw
+	} else {
+		info, err := s.v.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+		if err != nil {
+			return fmt.Errorf("userinfo after refresh: %w", err)
+		}
+		var claims map[string]any
+		if err := info.Claims(&claims); err != nil || info.Subject != ss.public.Identity.Subject {
+			return errors.New("userinfo after refresh names another subject")
+		}
+		id = s.v.identityFrom(info.Subject, claims, tok.Expiry)
+	}
+	if tok.RefreshToken == "" {
+		tok.RefreshToken = ss.token.RefreshToken
+	}
+	ss.token = tok
+	ss.public.Identity = id
+	ss.schedule(now, id.Expiry, s.cfg.RefreshInterval)
+	if len(id.Roles) == 0 {
+		s.cfg.Logger.Info("session lost its roles at refresh", "session", ss.public.ID, "subject", id.Subject)
+	}
+	return nil
+}
+
+// sessionView is the body of GET PathSession.
+type sessionView struct {
+	Session   string    `json:"session"`
+	Subject   string    `json:"subject"`
+	Name      string    `json:"name"`
+	Roles     []string  `json:"roles"`
+	CSRFToken string    `json:"csrf_token"`
+	CheckAt   time.Time `json:"check_at"`
+}
+
+// current is GET PathSession: the session's CSRF token and who it is, or
+// 401 when the request has no live session.
+func (s *Sessions) current(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.Lookup(r)
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"signed_in": false, "login": PathLogin})
+		return
+	}
+	_, ss, err := s.find(r)
+	if err != nil {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"signed_in": false, "login": PathLogin})
+		return
+	}
+	ss.mu.Lock()
+	checkAt := ss.checkAt
+	ss.mu.Unlock()
+	roles := sess.Identity.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	writeJSON(w, http.StatusOK, sessionView{Session: sess.ID, Subject: sess.Identity.Subject, Name: sess.Identity.Name, Roles: roles, CSRFToken: sess.CSRF, CheckAt: checkAt.UTC()})
+}
+
+// logout is POST PathLogout with the CSRF token: the session ends here,
+// and the answer names where the browser goes next: the provider's
+// end_session_endpoint (RP-initiated logout, with the ID token as hint
+// and back to the UI) when its discovery document has one, the UI
+// otherwise.
+func (s *Sessions) logout(w http.ResponseWriter, r *http.Request) {
+	next := "/"
+	cookieID, ss, err := s.find(r)
+	if err == nil {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(ss.public.CSRF)) != 1 {
+			writeJSON(w, http.StatusForbidden, map[string]any{"error": ErrCSRF.Error()})
+			return
+		}
+		ss.mu.Lock()
+		hint := ss.idToken
+		ss.mu.Unlock()
+		s.end(cookieID, "signed out")
+		if end := s.v.EndSessionURL(); end != "" {
+			u, perr := url.Parse(end)
+			if perr == nil {
+				back, _ := url.Parse(s.cfg.RedirectURL)
+				back.Path, back.RawQuery = "/", ""
+				q := u.Query()
+				q.Set("client_id", s.oauth.ClientID)
+				q.Set("post_logout_redirect_uri", back.String())
+				if hint != "" {
+					q.Set("id_token_hint", hint)
+				}
+				u.RawQuery = q.Encode()
+				next = u.String()
+			}
+		}
+	}
+	s.setCookie(w, "session", "", -1)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "redirect": next})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · reviewledger</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body><main><h1 id="signin-message-title">{{.Title}}</h1><p id="signin-message">{{.Message}}</p>
+<p><a id="signin-again" href="/">Back to reviewledger</a></p></main></body></html>
+`))
+
+// page answers a plain HTML page: the outcomes of a sign-in a browser
+// shows.
+func (s *Sessions) page(w http.ResponseWriter, status int, title, message string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, struct{ Title, Message string }{title, message})
+}
