@@ -245,9 +245,16 @@ func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	state, nonce, verifier := randomString(24), randomString(24), oauth2.GenerateVerifier()
 	now := s.now()
 	s.mu.Lock()
+	// Sign-ins abandoned and sessions past their age go with every new
+	// sign-in: memory holds no more than the sessions of MaxAge.
 	for k, p := range s.pendings {
 		if now.Sub(p.created) > pendingTTL {
 			delete(s.pendings, k)
+		}
+	}
+	for k, ss := range s.sessions {
+		if now.Sub(ss.created) > s.cfg.MaxAge {
+			delete(s.sessions, k)
 		}
 	}
 	s.pendings[state] = pending{verifier: verifier, nonce: nonce, created: now}
