@@ -170,7 +170,7 @@ export interface paths {
         };
         /**
          * Who the token signs in as (extension of docs/contracts.md §2)
-         * @description The name and role of the bearer token, for clients that offer only what the role may do. Any valid token; admin included.
+         * @description The name and role of the bearer token or UI session, for clients that offer only what the role may do. Any valid static token, JWT access token of the OpenID Provider, or session; admin included. A provider user whose claims map to no role: 403 no-role.
          */
         get: operations["getMe"];
         put?: never;
@@ -1595,6 +1595,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
             500: components["responses"]["Problem500"];
         };
     };
