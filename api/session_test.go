@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/signin"
+	"github.com/reviewledger/reviewledger/api/signin/pgsession"
 	"github.com/reviewledger/reviewledger/api/signin/signintest"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
 // sessionHarness serves the API on a loopback port with the UI's sign-in
@@ -28,10 +30,21 @@ type sessionHarness struct {
 
 func newSessionHarness(t *testing.T) *sessionHarness {
 	t.Helper()
-	sh := &sessionHarness{op: signintest.Start(t, providerUsers...)}
+	return startSessionHarness(t, signintest.Start(t, providerUsers...), nil, "")
+}
+
+// startSessionHarness serves the API with the sign-in of op, its sessions
+// in store (memory when nil); the provider sends browsers back to
+// callbackBase, this server's own URL when empty.
+func startSessionHarness(t *testing.T, op *signintest.Provider, store signin.Store, callbackBase string) *sessionHarness {
+	t.Helper()
+	sh := &sessionHarness{op: op}
 	var handler atomic.Pointer[http.Handler]
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
 	sh.url = "http://" + srv.Listener.Addr().String()
+	if callbackBase == "" {
+		callbackBase = sh.url
+	}
 	now := func() time.Time { return time.Now().Add(time.Duration(sh.skew.Load())) }
 	v, err := signin.NewVerifier(t.Context(), signin.Config{
 		Issuer: sh.op.Issuer, ClientID: signintest.ClientID, ClientSecret: signintest.ClientSecret, HTTPClient: sh.op.Client, Now: now,
@@ -40,7 +53,7 @@ func newSessionHarness(t *testing.T) *sessionHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions, err := signin.NewSessions(v, signin.SessionConfig{RedirectURL: sh.url + signin.PathCallback, RefreshInterval: 5 * time.Minute})
+	sessions, err := signin.NewSessions(t.Context(), v, store, signin.SessionConfig{RedirectURL: callbackBase + signin.PathCallback, RefreshInterval: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +137,13 @@ func (sh *sessionHarness) signIn(b *browser, user string) (int, string) {
 }
 
 func TestSessionSignIn(t *testing.T) {
-	sh := newSessionHarness(t)
+	t.Run("memory", func(t *testing.T) { testSessionSignIn(t, newSessionHarness(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		testSessionSignIn(t, startSessionHarness(t, signintest.Start(t, providerUsers...), pgsession.New(dbtest.Pool(t)), ""))
+	})
+}
+
+func testSessionSignIn(t *testing.T, sh *sessionHarness) {
 	b := sh.browser(t)
 	if status, body, _ := b.do("GET", sh.url+signin.PathSession, ""); status != http.StatusUnauthorized || !strings.Contains(body, `"signed_in":false`) {
 		t.Fatalf("session before sign-in: %d %s", status, body)
@@ -191,6 +210,32 @@ func TestSessionSignIn(t *testing.T) {
 	}
 	if status, _, _ = b.do("GET", sh.url+"/v1/me", ""); status != http.StatusUnauthorized {
 		t.Fatalf("me after sign-out: %d", status)
+	}
+}
+
+// TestSessionAcrossProcesses: two API processes on one database share the
+// sessions: a sign-in started on one finishes on the other, either
+// serves the session, and a sign-out on one ends it on both.
+func TestSessionAcrossProcesses(t *testing.T) {
+	op := signintest.Start(t, providerUsers...)
+	url := dbtest.URL(t)
+	a := startSessionHarness(t, op, pgsession.New(dbtest.PoolOn(t, url, nil)), "")
+	b := startSessionHarness(t, op, pgsession.New(dbtest.PoolOn(t, url, nil)), a.url) // the provider sends b's sign-ins back to a
+	br := b.browser(t)
+	b.signIn(br, "mona") // login on b, callback on a
+	if br.csrf == "" {
+		t.Fatal("no session after a sign-in finished on the other process")
+	}
+	for _, sh := range []*sessionHarness{a, b} {
+		if status, body, _ := br.do("GET", sh.url+"/v1/me", ""); status != http.StatusOK || !strings.Contains(body, `"via":"session"`) {
+			t.Fatalf("me on %s: %d %s", sh.url, status, body)
+		}
+	}
+	if status, _, _ := br.do("POST", b.url+signin.PathLogout, "", signin.HeaderCSRF, br.csrf); status != http.StatusOK {
+		t.Fatalf("logout on b: %d", status)
+	}
+	if status, _, _ := br.do("GET", a.url+"/v1/me", ""); status != http.StatusUnauthorized {
+		t.Fatalf("me on a after the sign-out on b: %d", status)
 	}
 }
 

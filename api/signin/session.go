@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,45 +117,30 @@ type Session struct {
 	CSRF string
 }
 
-// session is the server-side state of one session.
-type session struct {
-	mu       sync.Mutex
-	public   Session
-	token    *oauth2.Token
-	idToken  string // the last ID token, the hint of an RP-initiated logout
-	created  time.Time
-	checkAt  time.Time // refresh at the provider from then on
-	endsAt   time.Time // a session without a refresh token ends then
-	canRenew bool
-}
-
-// pending is a sign-in under way: what the callback checks.
-type pending struct {
-	verifier, nonce string
-	created         time.Time
+func (r Record) session() Session {
+	return Session{ID: r.ID, CSRF: r.CSRF, Identity: Identity{Subject: r.Subject, Name: r.Name, Roles: r.Roles, Expiry: r.Expiry}}
 }
 
 // Sessions is the UI's sign-in: the authorization code flow with PKCE,
-// and server-side sessions in this process's memory behind a signed,
-// HttpOnly, SameSite=Lax cookie (Secure unless the redirect URL is http
-// on loopback). A process restart signs everyone out; several API
-// processes need sticky sessions at their load balancer.
+// and server-side sessions in a Store behind a signed, HttpOnly,
+// SameSite=Lax cookie (Secure unless the redirect URL is http on
+// loopback). A sign-in under way is carried by a signed cookie of its own,
+// so the callback may reach another process than the one that started it.
 type Sessions struct {
 	cfg    SessionConfig
 	v      *Verifier
 	oauth  *oauth2.Config
+	store  Store
 	key    []byte // signs the cookies
 	secure bool
 	now    func() time.Time
 
-	mu       sync.Mutex
-	sessions map[string]*session // by cookie ID
-	pendings map[string]pending  // by state
+	locks sync.Map // session key -> *sync.Mutex: one refresh at a time in this process
 }
 
-// NewSessions returns the sign-in of v's provider. v must have a client
-// ID.
-func NewSessions(v *Verifier, cfg SessionConfig) (*Sessions, error) {
+// NewSessions returns the sign-in of v's provider, its sessions kept in
+// store (a MemoryStore when nil). v must have a client ID.
+func NewSessions(ctx context.Context, v *Verifier, store Store, cfg SessionConfig) (*Sessions, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -162,20 +148,21 @@ func NewSessions(v *Verifier, cfg SessionConfig) (*Sessions, error) {
 	if v.id == nil {
 		return nil, errors.New("REVIEWLEDGER_OIDC_CLIENT_ID: required for the UI's sign-in")
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
+	if store == nil {
+		store = NewMemoryStore()
+	}
+	key, err := store.Key(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: signing key: %w", err)
 	}
 	u, _ := url.Parse(cfg.RedirectURL)
 	return &Sessions{
-		cfg: cfg, v: v, key: key, now: v.cfg.Now,
+		cfg: cfg, v: v, store: store, key: key, now: v.cfg.Now,
 		secure: u.Scheme == "https",
 		oauth: &oauth2.Config{
 			ClientID: v.cfg.ClientID, ClientSecret: v.cfg.ClientSecret, RedirectURL: cfg.RedirectURL,
 			Endpoint: v.provider.Endpoint(), Scopes: cfg.Scopes,
 		},
-		sessions: map[string]*session{},
-		pendings: map[string]pending{},
 	}, nil
 }
 
@@ -199,25 +186,32 @@ func (s *Sessions) setCookie(w http.ResponseWriter, base, value string, maxAge t
 	http.SetCookie(w, c)
 }
 
-func (s *Sessions) sign(id string) string {
+// sign appends the HMAC of value under the store's key.
+func (s *Sessions) sign(value string) string {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(id))
-	return id + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	m.Write([]byte(value))
+	return value + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// unsigned is the ID of a cookie value whose signature holds.
-func (s *Sessions) unsigned(value string) (string, bool) {
-	id, _, ok := strings.Cut(value, ".")
-	if !ok {
+// unsigned is the value of a signed cookie whose signature holds.
+func (s *Sessions) unsigned(signed string) (string, bool) {
+	i := strings.LastIndexByte(signed, '.')
+	if i < 0 {
 		return "", false
 	}
-	return id, hmac.Equal([]byte(s.sign(id)), []byte(value))
+	value := signed[:i]
+	return value, hmac.Equal([]byte(s.sign(value)), []byte(signed))
 }
 
 func randomString(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func storeKey(cookieID string) string {
+	sum := sha256.Sum256([]byte(cookieID))
+	return hex.EncodeToString(sum[:])
 }
 
 // ServeHTTP serves the sign-in routes.
@@ -239,28 +233,31 @@ func (s *Sessions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const pendingTTL = 10 * time.Minute
 
 // login sends the browser to the provider with a fresh state, nonce and
-// PKCE verifier; the state also goes in a cookie, so that only the
-// browser that started a sign-in can finish it.
+// PKCE verifier, which travel in a signed cookie (HttpOnly, ten minutes):
+// only the browser that started a sign-in can finish it.
 func (s *Sessions) login(w http.ResponseWriter, r *http.Request) {
 	state, nonce, verifier := randomString(24), randomString(24), oauth2.GenerateVerifier()
-	now := s.now()
-	s.mu.Lock()
-	// Sign-ins abandoned and sessions past their age go with every new
-	// sign-in: memory holds no more than the sessions of MaxAge.
-	for k, p := range s.pendings {
-		if now.Sub(p.created) > pendingTTL {
-			delete(s.pendings, k)
-		}
-	}
-	for k, ss := range s.sessions {
-		if now.Sub(ss.created) > s.cfg.MaxAge {
-			delete(s.sessions, k)
-		}
-	}
-	s.pendings[state] = pending{verifier: verifier, nonce: nonce, created: now}
-	s.mu.Unlock()
-	s.setCookie(w, "login", state, pendingTTL)
+	at := strconv.FormatInt(s.now().Unix(), 10)
+	s.setCookie(w, "login", s.sign(strings.Join([]string{state, nonce, verifier, at}, "~")), pendingTTL)
 	http.Redirect(w, r, s.oauth.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
+}
+
+// pendingOf reads the sign-in under way of the request's login cookie.
+func (s *Sessions) pendingOf(r *http.Request, state string) (nonce, verifier string, ok bool) {
+	c, err := r.Cookie(s.cookieName("login"))
+	if err != nil {
+		return "", "", false
+	}
+	value, ok := s.unsigned(c.Value)
+	parts := strings.Split(value, "~")
+	if !ok || len(parts) != 4 || subtle.ConstantTimeCompare([]byte(parts[0]), []byte(state)) != 1 {
+		return "", "", false
+	}
+	at, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil || s.now().Sub(time.Unix(at, 0)) > pendingTTL {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
 }
 
 // callback finishes a sign-in: the code is exchanged with the PKCE
@@ -273,22 +270,13 @@ func (s *Sessions) callback(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusUnauthorized, "Sign-in failed", "The identity provider answered: "+e+" "+q.Get("error_description"))
 		return
 	}
-	state := q.Get("state")
-	c, err := r.Cookie(s.cookieName("login"))
-	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+	nonce, verifier, ok := s.pendingOf(r, q.Get("state"))
+	if !ok || q.Get("state") == "" {
 		s.page(w, http.StatusBadRequest, "Sign-in failed", "This sign-in was not started in this browser, or took too long. Sign in again.")
 		return
 	}
 	s.setCookie(w, "login", "", -1)
-	s.mu.Lock()
-	p, ok := s.pendings[state]
-	delete(s.pendings, state)
-	s.mu.Unlock()
-	if !ok || s.now().Sub(p.created) > pendingTTL {
-		s.page(w, http.StatusBadRequest, "Sign-in failed", "This sign-in expired. Sign in again.")
-		return
-	}
-	tok, err := s.oauth.Exchange(s.v.clientContext(ctx), q.Get("code"), oauth2.VerifierOption(p.verifier))
+	tok, err := s.oauth.Exchange(s.v.clientContext(ctx), q.Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil {
 		s.cfg.Logger.WarnContext(ctx, "sign-in: code exchange failed", "err", err.Error())
 		s.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider did not accept the sign-in. Sign in again.")
@@ -296,7 +284,7 @@ func (s *Sessions) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	idt, id, err := s.v.verifyIDToken(ctx, raw)
-	if err == nil && idt.Nonce != p.nonce {
+	if err == nil && subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(nonce)) != 1 {
 		err = fmt.Errorf("nonce does not match: %w", ErrInvalidToken)
 	}
 	if err != nil {
@@ -310,173 +298,191 @@ func (s *Sessions) callback(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("You signed in as %s, but your account has no role in reviewledger: none of your %s maps to a role. Ask an administrator to add you to a group with access.", id.Name, s.v.cfg.RolesClaim))
 		return
 	}
-	cookieID := randomString(32)
-	sum := sha256.Sum256([]byte(cookieID))
 	now := s.now()
-	sess := &session{
-		public:  Session{ID: hex.EncodeToString(sum[:8]), Identity: id, CSRF: randomString(32)},
-		token:   tok,
-		idToken: raw,
-		created: now,
+	// Sessions past their age go with every new sign-in.
+	if err := s.store.Sweep(ctx, now.Add(-s.cfg.MaxAge)); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "sessions: sweep", "err", err.Error())
 	}
-	sess.schedule(now, id.Expiry, s.cfg.RefreshInterval)
-	s.mu.Lock()
-	s.sessions[cookieID] = sess
-	s.mu.Unlock()
-	s.cfg.Logger.InfoContext(ctx, "signed in", "session", sess.public.ID, "subject", id.Subject, "name", id.Name, "roles", id.Roles)
+	cookieID := randomString(32)
+	key := storeKey(cookieID)
+	rec := Record{
+		Key: key, ID: key[:16], Subject: id.Subject, Name: id.Name, Roles: id.Roles, CSRF: randomString(32),
+		RefreshToken: tok.RefreshToken, IDToken: raw, Created: now,
+	}
+	rec.schedule(now, id.Expiry, s.cfg.RefreshInterval)
+	if err := s.store.Create(ctx, rec); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "sign-in: session not stored", "err", err.Error())
+		s.page(w, http.StatusServiceUnavailable, "Sign-in failed", "The session could not be stored. Try again in a moment.")
+		return
+	}
+	s.cfg.Logger.InfoContext(ctx, "signed in", "session", rec.ID, "subject", id.Subject, "name", id.Name, "roles", id.Roles)
 	s.setCookie(w, "session", s.sign(cookieID), s.cfg.MaxAge)
 	http.Redirect(w, r, "/", http.StatusFound)
 }
 
 // schedule sets when the session is checked at the provider next: after
-// the refresh interval, or when its token expires if sooner.
-func (ss *session) schedule(now, expiry time.Time, interval time.Duration) {
-	ss.canRenew = ss.token.RefreshToken != ""
-	ss.checkAt = now.Add(interval)
-	if !expiry.IsZero() && expiry.Before(ss.checkAt) {
-		ss.checkAt = expiry
+// the refresh interval, or when its ID token expires if sooner.
+func (r *Record) schedule(now, expiry time.Time, interval time.Duration) {
+	r.CheckAt = now.Add(interval)
+	if !expiry.IsZero() && expiry.Before(r.CheckAt) {
+		r.CheckAt = expiry
 	}
-	ss.endsAt = expiry
+	r.Expiry = expiry
 }
 
 // Lookup returns the live session of the request's cookie, refreshing it
 // at the provider when due (its roles are then read again). Errors:
 // ErrNoSession (no cookie, a forged or unknown one, an ended session);
 // for a state-changing method, ErrCSRF unless HeaderCSRF carries the
-// session's token.
+// session's token; the store's errors.
 func (s *Sessions) Lookup(r *http.Request) (Session, error) {
-	cookieID, ss, err := s.find(r)
+	ctx := r.Context()
+	key, rec, err := s.find(r)
 	if err != nil {
 		return Session{}, err
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	now := s.now()
-	if now.Sub(ss.created) > s.cfg.MaxAge {
-		s.end(cookieID, "session reached its maximum age")
+	if now.Sub(rec.Created) > s.cfg.MaxAge {
+		s.end(ctx, rec, "session reached its maximum age")
 		return Session{}, ErrNoSession
 	}
-	if !now.Before(ss.checkAt) {
-		if err := s.refresh(r.Context(), ss, now); err != nil {
-			s.end(cookieID, err.Error())
-			return Session{}, ErrNoSession
+	if !now.Before(rec.CheckAt) {
+		if rec, err = s.renew(ctx, key, now); err != nil {
+			return Session{}, err
 		}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(ss.public.CSRF)) != 1 {
-			return ss.public, ErrCSRF
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(rec.CSRF)) != 1 {
+			return rec.session(), ErrCSRF
 		}
 	}
-	return ss.public, nil
+	return rec.session(), nil
 }
 
-func (s *Sessions) find(r *http.Request) (string, *session, error) {
+// renew refreshes a due session, one refresh at a time in this process;
+// when the refresh fails because another process refreshed it first (a
+// rotated refresh token), that process's result is used.
+func (s *Sessions) renew(ctx context.Context, key string, now time.Time) (Record, error) {
+	mu, _ := s.locks.LoadOrStore(key, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer func() {
+		mu.(*sync.Mutex).Unlock()
+		s.locks.Delete(key)
+	}()
+	rec, err := s.store.Get(ctx, key)
+	if err != nil {
+		return Record{}, err
+	}
+	if now.Before(rec.CheckAt) {
+		return rec, nil // refreshed while this request waited
+	}
+	next, rerr := s.refresh(ctx, rec, now)
+	if rerr == nil {
+		if err := s.store.Update(ctx, next); err != nil {
+			return Record{}, err
+		}
+		return next, nil
+	}
+	if again, err := s.store.Get(ctx, key); err == nil && now.Before(again.CheckAt) {
+		return again, nil
+	}
+	s.end(ctx, rec, rerr.Error())
+	return Record{}, ErrNoSession
+}
+
+func (s *Sessions) find(r *http.Request) (string, Record, error) {
 	c, err := r.Cookie(s.cookieName("session"))
 	if err != nil {
-		return "", nil, ErrNoSession
+		return "", Record{}, ErrNoSession
 	}
 	id, ok := s.unsigned(c.Value)
 	if !ok {
-		return "", nil, ErrNoSession
+		return "", Record{}, ErrNoSession
 	}
-	s.mu.Lock()
-	ss, ok := s.sessions[id]
-	s.mu.Unlock()
-	if !ok {
-		return "", nil, ErrNoSession
-	}
-	return id, ss, nil
+	key := storeKey(id)
+	rec, err := s.store.Get(r.Context(), key)
+	return key, rec, err
 }
 
-func (s *Sessions) end(cookieID, why string) {
-	s.mu.Lock()
-	ss, ok := s.sessions[cookieID]
-	delete(s.sessions, cookieID)
-	s.mu.Unlock()
-	if ok {
-		s.cfg.Logger.Info("session ended", "session", ss.public.ID, "subject", ss.public.Identity.Subject, "why", why)
+func (s *Sessions) end(ctx context.Context, rec Record, why string) {
+	if err := s.store.Delete(ctx, rec.Key); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "session not deleted", "session", rec.ID, "err", err.Error())
 	}
+	s.cfg.Logger.InfoContext(ctx, "session ended", "session", rec.ID, "subject", rec.Subject, "why", why)
 }
 
 // refresh trades the refresh token for new tokens and reads the roles
 // again from the new ID token (or the userinfo endpoint when the provider
-// sends none on refresh). ss is locked.
-func (s *Sessions) refresh(ctx context.Context, ss *session, now time.Time) error {
-	if !ss.canRenew {
-		return errors.New("session expired and has no refresh token")
+// sends none on refresh).
+func (s *Sessions) refresh(ctx context.Context, rec Record, now time.Time) (Record, error) {
+	if rec.RefreshToken == "" {
+		return Record{}, errors.New("session expired and has no refresh token")
 	}
 	ctx = s.v.clientContext(ctx)
-	tok, err := s.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: ss.token.RefreshToken}).Token()
+	tok, err := s.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: rec.RefreshToken}).Token()
 	if err != nil {
-		return fmt.Errorf("refresh at the provider: %w", err)
+		return Record{}, fmt.Errorf("refresh at the provider: %w", err)
 	}
 	var id Identity
 	if raw, _ := tok.Extra("id_token").(string); raw != "" {
 		idt, got, err := s.v.verifyIDToken(ctx, raw)
 		if err != nil {
-			return fmt.Errorf("refreshed ID token: %w", err)
+			return Record{}, fmt.Errorf("refreshed ID token: %w", err)
 		}
-		if idt.Subject != ss.public.Identity.Subject {
-			return errors.New("refreshed ID token names another subject")
+		if idt.Subject != rec.Subject {
+			return Record{}, errors.New("refreshed ID token names another subject")
 		}
-		id, ss.idToken = got, raw
+		id, rec.IDToken = got, raw
 	} else {
 		info, err := s.v.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
 		if err != nil {
-			return fmt.Errorf("userinfo after refresh: %w", err)
+			return Record{}, fmt.Errorf("userinfo after refresh: %w", err)
 		}
 		var claims map[string]any
-		if err := info.Claims(&claims); err != nil || info.Subject != ss.public.Identity.Subject {
-			return errors.New("userinfo after refresh names another subject")
+		if err := info.Claims(&claims); err != nil || info.Subject != rec.Subject {
+			return Record{}, errors.New("userinfo after refresh names another subject")
 		}
 		id = s.v.identityFrom(info.Subject, claims, tok.Expiry)
 	}
-	if tok.RefreshToken == "" {
-		tok.RefreshToken = ss.token.RefreshToken
+	if tok.RefreshToken != "" {
+		rec.RefreshToken = tok.RefreshToken
 	}
-	ss.token = tok
-	ss.public.Identity = id
-	ss.schedule(now, id.Expiry, s.cfg.RefreshInterval)
+	rec.Name, rec.Roles = id.Name, id.Roles
+	rec.schedule(now, id.Expiry, s.cfg.RefreshInterval)
 	if len(id.Roles) == 0 {
-		s.cfg.Logger.Info("session lost its roles at refresh", "session", ss.public.ID, "subject", id.Subject)
+		s.cfg.Logger.InfoContext(ctx, "session lost its roles at refresh", "session", rec.ID, "subject", id.Subject)
 	}
-	return nil
+	return rec, nil
 }
 
 // sessionView is the body of GET PathSession.
 type sessionView struct {
-	Session   string    `json:"session"`
-	Subject   string    `json:"subject"`
-	Name      string    `json:"name"`
-	Roles     []string  `json:"roles"`
-	CSRFToken string    `json:"csrf_token"`
-	CheckAt   time.Time `json:"check_at"`
+	Session   string   `json:"session"`
+	Subject   string   `json:"subject"`
+	Name      string   `json:"name"`
+	Roles     []string `json:"roles"`
+	CSRFToken string   `json:"csrf_token"`
 }
 
 // current is GET PathSession: the session's CSRF token and who it is, or
 // 401 when the request has no live session.
 func (s *Sessions) current(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.Lookup(r)
 	w.Header().Set("Cache-Control", "no-store")
+	sess, err := s.Lookup(r)
 	if err != nil {
+		if !errors.Is(err, ErrNoSession) {
+			s.cfg.Logger.WarnContext(r.Context(), "session not read", "err", err.Error())
+		}
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"signed_in": false, "login": PathLogin})
 		return
 	}
-	_, ss, err := s.find(r)
-	if err != nil {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"signed_in": false, "login": PathLogin})
-		return
-	}
-	ss.mu.Lock()
-	checkAt := ss.checkAt
-	ss.mu.Unlock()
 	roles := sess.Identity.Roles
 	if roles == nil {
 		roles = []string{}
 	}
-	writeJSON(w, http.StatusOK, sessionView{Session: sess.ID, Subject: sess.Identity.Subject, Name: sess.Identity.Name, Roles: roles, CSRFToken: sess.CSRF, CheckAt: checkAt.UTC()})
+	writeJSON(w, http.StatusOK, sessionView{Session: sess.ID, Subject: sess.Identity.Subject, Name: sess.Identity.Name, Roles: roles, CSRFToken: sess.CSRF})
 }
 
 // logout is POST PathLogout with the CSRF token: the session ends here,
@@ -486,26 +492,22 @@ func (s *Sessions) current(w http.ResponseWriter, r *http.Request) {
 // otherwise.
 func (s *Sessions) logout(w http.ResponseWriter, r *http.Request) {
 	next := "/"
-	cookieID, ss, err := s.find(r)
+	_, rec, err := s.find(r)
 	if err == nil {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(ss.public.CSRF)) != 1 {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderCSRF)), []byte(rec.CSRF)) != 1 {
 			writeJSON(w, http.StatusForbidden, map[string]any{"error": ErrCSRF.Error()})
 			return
 		}
-		ss.mu.Lock()
-		hint := ss.idToken
-		ss.mu.Unlock()
-		s.end(cookieID, "signed out")
+		s.end(r.Context(), rec, "signed out")
 		if end := s.v.EndSessionURL(); end != "" {
-			u, perr := url.Parse(end)
-			if perr == nil {
+			if u, perr := url.Parse(end); perr == nil {
 				back, _ := url.Parse(s.cfg.RedirectURL)
 				back.Path, back.RawQuery = "/", ""
 				q := u.Query()
 				q.Set("client_id", s.oauth.ClientID)
 				q.Set("post_logout_redirect_uri", back.String())
-				if hint != "" {
-					q.Set("id_token_hint", hint)
+				if rec.IDToken != "" {
+					q.Set("id_token_hint", rec.IDToken)
 				}
 				u.RawQuery = q.Encode()
 				next = u.String()

@@ -22,6 +22,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
+	"github.com/reviewledger/reviewledger/api/signin/pgsession"
 	"github.com/reviewledger/reviewledger/api/ui"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/projections"
@@ -207,7 +208,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if verifier != nil {
 		deps.Tokens = verifier
 	}
-	sessions, err := c.Auth.sessions(verifier, log)
+	sessions, err := c.Auth.sessions(ctx, verifier, pgsession.New(pool), log)
 	if err != nil {
 		return err
 	}

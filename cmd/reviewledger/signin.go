@@ -80,12 +80,13 @@ func (c *SignInConfig) sessionConfig(log *slog.Logger) signin.SessionConfig {
 	return signin.SessionConfig{RedirectURL: c.RedirectURL, Scopes: c.Scopes, RefreshInterval: c.Refresh, MaxAge: c.MaxAge, Logger: log}
 }
 
-// sessions is the UI's sign-in; nil without a client ID.
-func (c *SignInConfig) sessions(v *signin.Verifier, log *slog.Logger) (*signin.Sessions, error) {
+// sessions is the UI's sign-in, its sessions in store; nil without a
+// client ID.
+func (c *SignInConfig) sessions(ctx context.Context, v *signin.Verifier, store signin.Store, log *slog.Logger) (*signin.Sessions, error) {
 	if v == nil || c.ClientID == "" {
 		return nil, nil
 	}
-	return signin.NewSessions(v, c.sessionConfig(log))
+	return signin.NewSessions(ctx, v, store, c.sessionConfig(log))
 }
 
 func (c *SignInConfig) verifierConfig() signin.Config {
