@@ -108,7 +108,8 @@ func TestE2EJWTAndTokenFile(t *testing.T) {
 // TestE2EBrowserSignIn: a moderator signs in to the UI served by the real
 // server through a real OpenID Provider's login page in headless
 // Chromium, works the queue (the ledger records the provider's subject,
-// the content read is recorded with the session), loses access when
+// the content read is recorded with the session), stays signed in across
+// a restart of the server, loses access when
 // removed from the moderators' group at the next refresh, and signs out
 // at the provider.
 func TestE2EBrowserSignIn(t *testing.T) {
@@ -170,9 +171,6 @@ func TestE2EBrowserSignIn(t *testing.T) {
 		t.Fatalf("content access %v", a)
 	}
 
-	// Removed from the moderators' group at the provider: at the next
-	// refresh of the session the UI is refused, and says why.
-	op.SetGroups("u-olga", "staff")
 	// outcome loads the page and waits until it has either signed in or
 	// shown why not.
 	outcome := func() string {
@@ -183,6 +181,18 @@ func TestE2EBrowserSignIn(t *testing.T) {
 		}
 		return "refused: " + page.Text("#signin-error")
 	}
+
+	// Sessions are in the database: the server restarted, the user is
+	// still signed in.
+	srv.stop(t)
+	startServe(t, srv.env)
+	if o := outcome(); o != "in: Signed in as Olga Okafor (moderator)" {
+		t.Fatalf("after a restart the page shows %q", o)
+	}
+
+	// Removed from the moderators' group at the provider: at the next
+	// refresh of the session the UI is refused, and says why.
+	op.SetGroups("u-olga", "staff")
 	eventually(t, "the UI to refuse the user without a role", func() (bool, string) {
 		o := outcome()
 		return strings.HasPrefix(o, "refused: ") && strings.Contains(o, "no role"), o

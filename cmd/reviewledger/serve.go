@@ -22,6 +22,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
+	"github.com/reviewledger/reviewledger/api/signin"
 	"github.com/reviewledger/reviewledger/api/signin/pgsession"
 	"github.com/reviewledger/reviewledger/api/ui"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
@@ -123,9 +124,11 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	verifier, err := c.Auth.verifier(ctx)
-	if err != nil {
-		return err
+	var verifier *signin.Verifier // only a process serving the API reads the provider's discovery
+	if c.runs(roleAPI) {
+		if verifier, err = c.Auth.verifier(ctx); err != nil {
+			return err
+		}
 	}
 	if len(tokens) == 0 && verifier == nil {
 		log.Warn("REVIEWLEDGER_TOKENS is empty: every authenticated route answers 401")
