@@ -26,6 +26,8 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
 // Bounds for a loaded CI machine; tests never assert on how long a step took.
@@ -211,12 +213,8 @@ func (p *Page) WaitNavigated(what, expr string) {
 		if time.Now().After(deadline) {
 			p.tb.Fatalf("waiting for %s: %s", what, last)
 		}
-		timer := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-p.browser.ctx.Done():
-			timer.Stop()
-			p.tb.Fatalf("waiting for %s: %v", what, p.browser.ctx.Err())
-		case <-timer.C:
+		if err := clock.Sleep(p.browser.ctx, 50*time.Millisecond); err != nil {
+			p.tb.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
 }
