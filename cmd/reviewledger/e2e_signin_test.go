@@ -136,6 +136,8 @@ func TestE2EBrowserSignIn(t *testing.T) {
 
 	page := uitest.Start(t, srv.URL)
 	page.Open("/")
+	page.WaitFor("the provider's sign-in offered", `() => !document.getElementById('oidc-signin').hidden`)
+	page.Screenshot("e2e-signin-provider")
 	page.Click("#oidc-signin-link")
 	page.WaitNavigated("the provider's login page", `!!document.getElementById('username') && !!document.getElementById('password')`)
 	page.Type("#username", "olga")
