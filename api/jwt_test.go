@@ -24,7 +24,7 @@ func oidcHarness(t *testing.T) (*harness, *signintest.Provider) {
 	t.Helper()
 	p := signintest.Start(t, providerUsers...)
 	v, err := signin.NewVerifier(t.Context(), signin.Config{
-		Issuer: p.Issuer, ClientID: signintest.ClientID, HTTPClient: p.Client,
+		Issuer: p.Issuer, ClientID: signintest.ClientID, HTTPClient: p.Client, KeyRefetch: -1, // the rotation test fetches at once
 		RoleMap: map[string][]string{"moderator": {"mods"}, "auditor": {"audit"}},
 	})
 	if err != nil {

@@ -68,6 +68,10 @@ type Config struct {
 	RoleMap map[string][]string
 	// Leeway: DefaultLeeway when zero.
 	Leeway time.Duration
+	// KeyRefetch is the least time between two fetches of the key set
+	// caused by tokens no cached key verifies (DefaultKeyRefetch when
+	// zero; negative: no limit, for tests).
+	KeyRefetch time.Duration
 	// HTTPClient reaches the provider; a client with a 10 s timeout when
 	// nil.
 	HTTPClient *http.Client
@@ -84,6 +88,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Leeway == 0 {
 		c.Leeway = DefaultLeeway
+	}
+	if c.KeyRefetch == 0 {
+		c.KeyRefetch = DefaultKeyRefetch
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -144,6 +151,7 @@ func ParseRoleMap(s string, roles []string) (map[string][]string, error) {
 type Verifier struct {
 	cfg      Config
 	provider *oidc.Provider
+	keys     *keySet
 	access   *oidc.IDTokenVerifier
 	id       *oidc.IDTokenVerifier // ID tokens, audience the client ID
 	claims   providerClaims
@@ -151,11 +159,13 @@ type Verifier struct {
 
 type providerClaims struct {
 	EndSession string `json:"end_session_endpoint"`
+	JWKS       string `json:"jwks_uri"`
 }
 
 // NewVerifier reads the provider's discovery document. The key set is
-// fetched when a token names a key not yet known, so a rotation at the
-// provider is picked up at the first token signed with the new key.
+// fetched when a token's signature no cached key verifies, at most every
+// Config.KeyRefetch, so a rotation at the provider is picked up with the
+// first token signed with the new key.
 func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -176,9 +186,13 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 	// minutes early: the clock handed to it runs Leeway behind, and the
 	// not-before time is checked again here with Leeway.
 	now := func() time.Time { return cfg.Now().Add(-cfg.Leeway) }
-	v.access = p.VerifierContext(pctx, &oidc.Config{ClientID: cfg.Audience, SupportedSigningAlgs: Algorithms, Now: now})
+	if v.claims.JWKS == "" {
+		return nil, errors.New("REVIEWLEDGER_OIDC_ISSUER: the discovery document has no jwks_uri")
+	}
+	v.keys = &keySet{url: v.claims.JWKS, client: cfg.HTTPClient, now: cfg.Now, refetch: cfg.KeyRefetch}
+	v.access = oidc.NewVerifier(cfg.Issuer, v.keys, &oidc.Config{ClientID: cfg.Audience, SupportedSigningAlgs: Algorithms, Now: now})
 	if cfg.ClientID != "" {
-		v.id = p.VerifierContext(pctx, &oidc.Config{ClientID: cfg.ClientID, SupportedSigningAlgs: Algorithms, Now: now})
+		v.id = oidc.NewVerifier(cfg.Issuer, v.keys, &oidc.Config{ClientID: cfg.ClientID, SupportedSigningAlgs: Algorithms, Now: now})
 	}
 	return v, nil
 }
@@ -284,6 +298,13 @@ func claimValues(claims map[string]any, path string) []string {
 		return out
 	}
 	return nil
+}
+
+// KeyFetches is how many times the key set was fetched.
+func (v *Verifier) KeyFetches() int {
+	v.keys.mu.Lock()
+	defer v.keys.mu.Unlock()
+	return v.keys.fetches
 }
 
 // EndSessionURL is the provider's end_session_endpoint, "" when its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +18,21 @@ var users = []signintest.User{
 	{ID: "u-audrey", Username: "audrey", First: "Audrey", Last: "Auditor", Groups: []string{"audit", "staff"}},
 }
 
+// clock is a test's clock: the wall clock moved by skew.
+type clock struct{ skew atomic.Int64 }
+
+func (c *clock) now() time.Time      { return time.Now().Add(time.Duration(c.skew.Load())) }
+func (c *clock) add(d time.Duration) { c.skew.Add(int64(d)) }
+
 func newVerifier(t *testing.T, p *signintest.Provider) *signin.Verifier {
 	t.Helper()
+	return newVerifierAt(t, p, time.Now)
+}
+
+func newVerifierAt(t *testing.T, p *signintest.Provider, now func() time.Time) *signin.Verifier {
+	t.Helper()
 	v, err := signin.NewVerifier(t.Context(), signin.Config{
-		Issuer: p.Issuer, ClientID: signintest.ClientID, ClientSecret: signintest.ClientSecret, HTTPClient: p.Client,
+		Issuer: p.Issuer, ClientID: signintest.ClientID, ClientSecret: signintest.ClientSecret, HTTPClient: p.Client, Now: now,
 		RoleMap: map[string][]string{"moderator": {"mods"}, "auditor": {"audit"}},
 	})
 	if err != nil {
@@ -31,7 +43,8 @@ func newVerifier(t *testing.T, p *signintest.Provider) *signin.Verifier {
 
 func TestAccessTokensOfARealProvider(t *testing.T) {
 	p := signintest.Start(t, users...)
-	v := newVerifier(t, p)
+	var c clock
+	v := newVerifierAt(t, p, c.now)
 	ctx := t.Context()
 	tok, err := p.SignIn(ctx, "mona")
 	if err != nil {
@@ -46,9 +59,11 @@ func TestAccessTokensOfARealProvider(t *testing.T) {
 	}
 
 	// The provider rotates its key and stops publishing the old one: the
-	// next token, signed with the new key, is verified after the key set
-	// is read again; the old token no longer is.
+	// next token, signed with the new key, is verified once the key set
+	// is read again, which a token no cached key verifies causes at most
+	// every DefaultKeyRefetch.
 	p.Rotate(true)
+	c.add(signin.DefaultKeyRefetch)
 	tok2, err := p.SignIn(ctx, "mona")
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +134,41 @@ func TestRefusedAccessTokens(t *testing.T) {
 	id, err := v.VerifyAccessToken(ctx, p.Mint(t, c))
 	if err != nil || !slices.Equal(id.Roles, []string{"auditor"}) {
 		t.Fatalf("a token within the leeway: %+v, %v", id, err)
+	}
+}
+
+// TestKeySetRefetchBounded: tokens that no known key verifies (made-up
+// key IDs, forged signatures) make the key set be fetched again at most
+// every DefaultKeyRefetch, however many come.
+func TestKeySetRefetchBounded(t *testing.T) {
+	p := signintest.Start(t, users...)
+	var c clock
+	v := newVerifierAt(t, p, c.now)
+	ctx := t.Context()
+	if _, err := v.VerifyAccessToken(ctx, p.Mint(t, p.Valid("u-mona", "mods"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.KeyFetches(); n != 1 {
+		t.Fatalf("%d fetches after the first token", n)
+	}
+	for range 50 {
+		if _, err := v.VerifyAccessToken(ctx, p.MintForeign(t, p.Valid("u-mona", "mods"))); !errors.Is(err, signin.ErrInvalidToken) {
+			t.Fatalf("forged token: %v", err)
+		}
+	}
+	if n := v.KeyFetches(); n != 1 {
+		t.Fatalf("%d fetches after 50 forged tokens, want 1", n)
+	}
+	c.add(signin.DefaultKeyRefetch)
+	for range 50 {
+		_, _ = v.VerifyAccessToken(ctx, p.MintForeign(t, p.Valid("u-mona", "mods")))
+	}
+	if n := v.KeyFetches(); n != 2 {
+		t.Fatalf("%d fetches after another 50 forged tokens past the interval, want 2", n)
+	}
+	// A genuine token keeps being verified from the cache.
+	if _, err := v.VerifyAccessToken(ctx, p.Mint(t, p.Valid("u-mona", "mods"))); err != nil || v.KeyFetches() != 2 {
+		t.Fatalf("genuine token: %v, %d fetches", err, v.KeyFetches())
 	}
 }
 

@@ -55,6 +55,10 @@ type Provider struct {
 	srv     *http.Server
 	store   *opStorage
 	visited sync.Map // request paths seen
+
+	foreignOnce sync.Once // the key of MintForeign, never published
+	foreign     *rsa.PrivateKey
+	foreignErr  error
 	// Client reaches the provider; its connections are closed when the
 	// test ends. Give it to the verifier under test.
 	Client *http.Client
@@ -170,11 +174,11 @@ func (p *Provider) Mint(tb testing.TB, c Claims) string {
 // under the current key's ID: a token re-signed by someone else.
 func (p *Provider) MintForeign(tb testing.TB, c Claims) string {
 	tb.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		tb.Fatal(err)
+	p.foreignOnce.Do(func() { p.foreign, p.foreignErr = rsa.GenerateKey(rand.Reader, 2048) })
+	if p.foreignErr != nil {
+		tb.Fatal(p.foreignErr)
 	}
-	return sign(tb, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: p.KeyID()}}, c)
+	return sign(tb, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: p.foreign, KeyID: p.KeyID()}}, c)
 }
 
 // MintNone is claims with "alg": "none" and no signature.
