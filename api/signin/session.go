@@ -321,10 +321,12 @@ func (s *Sessions) callback(w http.ResponseWriter, r *http.Request) {
 }
 
 // schedule sets when the session is checked at the provider next: after
-// the refresh interval, or when its ID token expires if sooner.
+// the refresh interval, or when its ID token expires if sooner. A session
+// without a refresh token cannot be checked: it lasts until its ID token
+// expires.
 func (r *Record) schedule(now, expiry time.Time, interval time.Duration) {
 	r.CheckAt = now.Add(interval)
-	if !expiry.IsZero() && expiry.Before(r.CheckAt) {
+	if !expiry.IsZero() && (expiry.Before(r.CheckAt) || r.RefreshToken == "") {
 		r.CheckAt = expiry
 	}
 	r.Expiry = expiry
