@@ -107,6 +107,7 @@ func TestJWTBearerTokensRefused(t *testing.T) {
 		"wrong audience": valid(func(c *signintest.Claims) { c.Audience = []string{"someone-else"} }),
 		"wrong issuer":   valid(func(c *signintest.Claims) { c.Issuer = "http://127.0.0.1:9/" }),
 		"alg none":       p.MintNone(t, p.Valid("u-mona", "mods")),
+		"HS256":          p.MintHMAC(t, p.Valid("u-mona", "mods")),
 		"re-signed":      p.MintForeign(t, p.Valid("u-mona", "mods")),
 		"garbage":        "a.b.c",
 	} {

@@ -114,8 +114,9 @@ func TestRefusedAccessTokens(t *testing.T) {
 			c.Issuer = "http://127.0.0.1:1/"
 			return p.Mint(t, c)
 		},
-		"alg none":  func() string { return p.MintNone(t, p.Valid("u-mona", "mods")) },
-		"re-signed": func() string { return p.MintForeign(t, p.Valid("u-mona", "mods")) },
+		"alg none":                     func() string { return p.MintNone(t, p.Valid("u-mona", "mods")) },
+		"HS256 with the client secret": func() string { return p.MintHMAC(t, p.Valid("u-mona", "mods")) },
+		"re-signed":                    func() string { return p.MintForeign(t, p.Valid("u-mona", "mods")) },
 		"no subject": func() string {
 			return p.Mint(t, p.Valid("", "mods"))
 		},

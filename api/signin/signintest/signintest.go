@@ -35,7 +35,7 @@ import (
 // The client reviewledger signs in as.
 const (
 	ClientID     = "reviewledger"
-	ClientSecret = "reviewledger-client-secret"
+	ClientSecret = "reviewledger-client-secret-of-32-bytes+"
 )
 
 // Password is every test user's password.
@@ -179,6 +179,13 @@ func (p *Provider) MintForeign(tb testing.TB, c Claims) string {
 		tb.Fatal(p.foreignErr)
 	}
 	return sign(tb, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: p.foreign, KeyID: p.KeyID()}}, c)
+}
+
+// MintHMAC signs claims with HS256 keyed by the client's secret: the
+// algorithm confusion a verifier must refuse.
+func (p *Provider) MintHMAC(tb testing.TB, c Claims) string {
+	tb.Helper()
+	return sign(tb, jose.SigningKey{Algorithm: jose.HS256, Key: []byte(ClientSecret)}, c)
 }
 
 // MintNone is claims with "alg": "none" and no signature.
