@@ -27,7 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // Bounds for a loaded CI machine; tests never assert on how long a step took.
@@ -191,32 +191,31 @@ func (p *Page) WaitFor(what, fn string, args ...any) {
 
 // WaitNavigated is WaitFor across page loads: while the tab navigates
 // (a sign-in through another site and back) the expression is evaluated
-// again, every 50 ms, until it is true; errors of a page going away are
-// retried. On timeout it fails the test with what and the last error or
-// the page's URL.
+// again until it is true (clocktest.Within, WaitTimeout); errors of a page
+// going away are retried. On timeout the test fails with what, and the
+// last error or the page's URL is logged.
 func (p *Page) WaitNavigated(what, expr string) {
 	p.tb.Helper()
-	deadline := time.Now().Add(WaitTimeout)
 	var last string
-	for {
-		ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-		cancel()
-		if err == nil && ok {
-			return
+	failed := true
+	defer func() {
+		if failed {
+			p.tb.Logf("waiting for %s: last %s", what, last)
 		}
-		if err != nil {
+	}()
+	clocktest.Within(p.tb, WaitTimeout, what, func() bool {
+		ctx, cancel := context.WithTimeout(p.browser.ctx, StepTimeout)
+		defer cancel()
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		switch {
+		case err != nil:
 			last = err.Error()
-		} else {
+		case !ok:
 			last = "false at " + Evaluate[string](p, `location.href`)
 		}
-		if time.Now().After(deadline) {
-			p.tb.Fatalf("waiting for %s: %s", what, last)
-		}
-		if err := clock.Sleep(p.browser.ctx, 50*time.Millisecond); err != nil {
-			p.tb.Fatalf("waiting for %s: %v", what, err)
-		}
-	}
+		return err == nil && ok
+	})
+	failed = false
 }
 
 // WaitText waits until the first element matching the CSS selector is shown
