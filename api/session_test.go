@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -23,9 +24,10 @@ import (
 // through a real OpenID Provider, on a clock a test moves forward.
 type sessionHarness struct {
 	*harness
-	op   *signintest.Provider
-	url  string
-	skew atomic.Int64 // nanoseconds the clock is ahead
+	op       *signintest.Provider
+	sessions *signin.Sessions
+	url      string
+	skew     atomic.Int64 // nanoseconds the clock is ahead
 }
 
 func newSessionHarness(t *testing.T) *sessionHarness {
@@ -57,6 +59,7 @@ func startSessionHarness(t *testing.T, op *signintest.Provider, store signin.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
+	sh.sessions = sessions
 	sh.harness = newHarness(t, func(_ *Config, d *Deps) { d.Tokens, d.Sessions = v, sessions })
 	h := sh.srv.Handler()
 	handler.Store(&h)
@@ -210,6 +213,41 @@ func testSessionSignIn(t *testing.T, sh *sessionHarness) {
 	}
 	if status, _, _ = b.do("GET", sh.url+"/v1/me", ""); status != http.StatusUnauthorized {
 		t.Fatalf("me after sign-out: %d", status)
+	}
+}
+
+// TestSessionRefreshOutlivesItsRequest: a refresh due when a request comes
+// is carried to its end even when the request goes away meanwhile (a
+// browser navigating away cancels its fetches). Cut short, the provider
+// may have rotated the refresh token without the session storing the new
+// one, and the session's next refresh be refused: a browser test saw the
+// session end that way. The session stays, refreshed.
+func TestSessionRefreshOutlivesItsRequest(t *testing.T) {
+	sh := newSessionHarness(t)
+	b := sh.browser(t)
+	sh.signIn(b, "mona")
+	base, err := url.Parse(sh.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.skew.Store(int64(6 * time.Minute)) // the refresh is due
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the request is gone before its refresh starts
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sh.url+"/v1/me", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.c.Jar.Cookies(base) {
+		req.AddCookie(c)
+	}
+	if sess, err := sh.sessions.Lookup(req); err != nil || sess.Identity.Subject != "u-mona" {
+		t.Fatalf("Lookup of a gone request with its refresh due: %+v, %v; want the refreshed session", sess, err)
+	}
+	// Refreshed: not due again until the next interval, and the refresh
+	// token it stored is the provider's current one.
+	sh.skew.Store(int64(12 * time.Minute))
+	if status, body, _ := b.do("GET", sh.url+"/v1/me", ""); status != http.StatusOK || !strings.Contains(body, "u-mona") {
+		t.Fatalf("me after the gone request's refresh and another: %d %s", status, body)
 	}
 }
 

@@ -363,10 +363,20 @@ func (s *Sessions) Lookup(r *http.Request) (Session, error) {
 	return rec.session(), nil
 }
 
+// refreshTimeout bounds a session's refresh at the provider and its
+// write, which no request's end cuts short.
+const refreshTimeout = 30 * time.Second
+
 // renew refreshes a due session, one refresh at a time in this process;
 // when the refresh fails because another process refreshed it first (a
-// rotated refresh token), that process's result is used.
+// rotated refresh token), that process's result is used. The refresh runs
+// to its end even when the request goes away (a browser navigating away
+// cancels its fetches): cut short after the provider rotated the refresh
+// token, the session would keep the old one and its next refresh be
+// refused.
 func (s *Sessions) renew(ctx context.Context, key string, now time.Time) (Record, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+	defer cancel()
 	mu, _ := s.locks.LoadOrStore(key, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer func() {
