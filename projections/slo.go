@@ -320,18 +320,21 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 type sloGrain struct {
 	col                                   string // the time column
 	minutes, latency, attempts, conflicts string
-	// at maps a minute to this grain's time: the minute itself, or its hour.
+	// at maps a minute to this grain's hour; nil for the minutes
+	// themselves, whose counts are written as the batch made them.
 	at func(time.Time) time.Time
 }
 
 var sloGrains = []sloGrain{
-	{col: "minute", minutes: "slo_minute", latency: "slo_latency", attempts: "slo_attempt", conflicts: "slo_conflict",
-		at: func(t time.Time) time.Time { return t }},
+	{col: "minute", minutes: "slo_minute", latency: "slo_latency", attempts: "slo_attempt", conflicts: "slo_conflict"},
 	{col: "hour", minutes: "slo_hour", latency: "slo_latency_hour", attempts: "slo_attempt_hour", conflicts: "slo_conflict_hour",
 		at: func(t time.Time) time.Time { return t.Truncate(time.Hour) }},
 }
 
 func (g sloGrain) roll(m map[minuteKey]*minuteCounts) map[minuteKey]*minuteCounts {
+	if g.at == nil {
+		return m
+	}
 	out := make(map[minuteKey]*minuteCounts, len(m))
 	for k, c := range m {
 		k.minute = g.at(k.minute)
@@ -346,10 +349,16 @@ func (g sloGrain) roll(m map[minuteKey]*minuteCounts) map[minuteKey]*minuteCount
 }
 
 func (g sloGrain) rollBuckets(m map[bucketKey]int64) map[bucketKey]int64 {
+	if g.at == nil {
+		return m
+	}
 	return rollCounts(m, func(k bucketKey) bucketKey { k.minute = g.at(k.minute); return k })
 }
 
 func (g sloGrain) rollConflicts(m map[minuteKey]int64) map[minuteKey]int64 {
+	if g.at == nil {
+		return m
+	}
 	return rollCounts(m, func(k minuteKey) minuteKey { k.minute = g.at(k.minute); return k })
 }
 

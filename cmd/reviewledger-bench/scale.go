@@ -325,7 +325,7 @@ func (r *scaleRun) measured(ctx context.Context, dbURL string, full bool, round 
 	if err != nil {
 		return f, fmt.Errorf("read pg_stat_statements: %w", err)
 	}
-	reviews := r.sc.Round + min(200, r.sc.Round/10+1) // with the warm-up
+	reviews := r.sc.Round + r.warmUp()
 	if full {
 		r.stats.full.add(got)
 		r.stats.fullReviews += reviews
@@ -377,13 +377,17 @@ func (r *scaleRun) stopServer() error {
 	return srv.stop()
 }
 
+// warmUp is how many reviews an end-to-end round submits before it is
+// measured.
+func (r *scaleRun) warmUp() int { return min(200, r.sc.Round/10+1) }
+
 // endToEnd runs a round of reviews from the clients (closed loop), after
 // a short warm-up, on the running server.
 func (r *scaleRun) endToEnd(ctx context.Context, profile string) (figures, error) {
 	c := newClient(r.srv.URL, r.srv.token, r.sc.Clients, observeSubmit)
 	rctx, cancel := context.WithTimeout(ctx, r.sc.Timeout)
 	defer cancel()
-	warm := min(200, r.sc.Round/10+1)
+	warm := r.warmUp()
 	if _, err := closedLoop(rctx, c, 0, warm, r.sc.Clients); err != nil {
 		return figures{}, fmt.Errorf("warm-up: %w", err)
 	}
