@@ -45,7 +45,9 @@ type AttemptFailure struct {
 // Failure is how an attempt ended without a finding, as its
 // AttemptTimedOut records it.
 type Failure struct {
-	Attempt        int
+	Attempt int
+	// Provider is the provider the attempt was sent to.
+	Provider       string
 	Classification Classification
 	Detail         string
 	At             time.Time

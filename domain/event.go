@@ -67,6 +67,17 @@ type AttemptStarted struct {
 	AttemptTimeoutMS  int64     `json:"attempt_timeout_ms"`
 	RemainingBudgetMS int64     `json:"remaining_budget_ms"`
 	StartedAt         time.Time `json:"started_at"`
+	// Provider names the provider called; left out for DefaultProvider,
+	// so the attempts of a single-provider deployment read as before.
+	Provider string `json:"provider,omitempty"`
+}
+
+// ProviderName returns the provider the attempt was sent to.
+func (e AttemptStarted) ProviderName() string {
+	if e.Provider == "" {
+		return DefaultProvider
+	}
+	return e.Provider
 }
 
 // Classification says why an attempt produced no usable finding.

@@ -50,18 +50,32 @@ type Step struct {
 	Classification Classification   // StepClose
 	Reason         EscalationReason // StepEscalate
 	Detail         string           // StepClose, StepEscalate: why, recorded in the event
-	// Retry marks a StepStart the provider-wide retry budget counts: a
+	// Retry marks a StepStart the retry budget of its provider counts: a
 	// retry after a provider failure, not a first attempt nor the recovery
 	// of an attempt lost to our own infrastructure.
 	Retry bool
+	// Provider is the provider a StepStart's attempt goes to, one of the
+	// class's route (ClassPolicy.Route).
+	Provider string
 }
 
 // Facts are what the decider cannot read from a review's events: what the
 // engine knows about the world around it.
 type Facts struct {
-	// RetryAllowed: the provider-wide retry budget has room for one more
-	// retry now.
+	// RetryAllowed: the retry budgets have room for one more retry now.
+	// False stands for every provider's budget spent.
 	RetryAllowed bool
+	// BudgetSpent names the providers whose retry budget refused this
+	// retry; a retry goes to another provider of the route, if one is left.
+	BudgetSpent []string
+	// Open names the providers whose circuit breaker is open: passed over
+	// while another provider of the route is not.
+	Open []string
+	// Route is the class's providers in force, primary first
+	// (ClassPolicy.Route); empty stands for the default provider alone. It
+	// is configuration, not part of a review's record: a fallback added in
+	// an outage serves the reviews already pending.
+	Route []string
 	// PayloadMissing: the review's content is not stored (purged, or lost
 	// to a crash), so nothing can be sent to the provider.
 	PayloadMissing bool
@@ -117,9 +131,20 @@ func Next(r *Review, now time.Time, f Facts) Step {
 	case r.RoundAttempts() == 0:
 		// A round's first attempt (the first of all, or the first after a
 		// requeue) is not a retry: the retry budget does not count it.
-		return r.start(now, false)
+		provider, _, _ := r.pick(f, false)
+		return r.start(now, false, provider)
 	}
-	wait := max(r.policy.Backoff.Delay(r.RoundAttempts(), JitterSource(r.id, r.attempts)), last.RetryAfter)
+	retry := !last.Classification.Recovery()
+	provider, fresh, ok := r.pick(f, retry)
+	if !ok {
+		return escalate(ReasonRetryBudgetExhausted, "retries over the provider's share of recent attempts")
+	}
+	// A failover to a provider the round has not tried owes no backoff:
+	// the wait, and a Retry-After, are the failed provider's.
+	var wait time.Duration
+	if !fresh {
+		wait = max(r.policy.Backoff.Delay(r.RoundAttempts(), JitterSource(r.id, r.attempts)), last.RetryAfter)
+	}
 	retryAt := last.At.Add(wait)
 	switch {
 	case !retryAt.Before(r.deadline):
@@ -127,11 +152,7 @@ func Next(r *Review, now time.Time, f Facts) Step {
 	case now.Before(retryAt):
 		return Step{Kind: StepWait, Until: retryAt}
 	}
-	retry := !last.Classification.Recovery()
-	if retry && !f.RetryAllowed {
-		return escalate(ReasonRetryBudgetExhausted, "retries over the provider's share of recent attempts")
-	}
-	return r.start(now, retry)
+	return r.start(now, retry, provider)
 }
 
 // attemptsMade is the detail of an attempts_exhausted escalation.
@@ -142,14 +163,14 @@ func (r *Review) attemptsMade() string {
 	return fmt.Sprintf("%d of %d attempts made", r.attempts, r.policy.MaxAttempts)
 }
 
-func (r *Review) start(now time.Time, retry bool) Step {
+func (r *Review) start(now time.Time, retry bool, provider string) Step {
 	// The ledger records the timeout in whole milliseconds; an attempt with
 	// less than one left could never be answered in time.
 	timeout := AttemptTimeout(r.policy.AttemptTimeout, now, r.deadline).Truncate(time.Millisecond)
 	if timeout <= 0 {
 		return escalate(ReasonBudgetExhausted, "no time left for an attempt")
 	}
-	return Step{Kind: StepStart, Attempt: r.attempts + 1, Timeout: timeout, Retry: retry}
+	return Step{Kind: StepStart, Attempt: r.attempts + 1, Timeout: timeout, Retry: retry, Provider: provider}
 }
 
 func escalate(reason EscalationReason, detail string) Step {
@@ -163,7 +184,11 @@ func escalate(reason EscalationReason, detail string) Step {
 func (r *Review) EventsFor(s Step, now time.Time) ([]Event, error) {
 	switch s.Kind {
 	case StepStart:
-		return one(r.StartAttempt(now))
+		ev, err := r.StartAttempt(now)
+		if s.Provider != DefaultProvider {
+			ev.Provider = s.Provider
+		}
+		return one(ev, err)
 	case StepClose:
 		return one(r.TimeOutAttempt(AttemptFailure{Attempt: s.Attempt, Classification: s.Classification, Detail: s.Detail}, now))
 	case StepEscalate:

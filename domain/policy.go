@@ -62,6 +62,15 @@ type ClassPolicy struct {
 	// in the manual queue: its due time is the escalation plus ManualSLA.
 	// Zero means none.
 	ManualSLA time.Duration
+	// Providers is the class's route: the primary provider, then its
+	// fallbacks in order. Empty means DefaultProvider alone. Like
+	// Objective it is configuration, not part of a review's record
+	// (Snapshot leaves it out); each AttemptStarted records the provider
+	// it went to.
+	Providers []string
+	// Shadows are providers each review is also sent to, for comparison
+	// only: they never decide nor delay a review.
+	Shadows []string
 }
 
 // ClaimMode is the policy key claims.
@@ -170,6 +179,9 @@ func (p ClassPolicy) Validate(class string) error {
 		return bad("manual_sla", "must be a positive duration, got %s", p.ManualSLA)
 	case p.ManualSLA > 0 && p.ManualSLA < time.Millisecond:
 		return bad("manual_sla", "must be at least 1ms, got %s", p.ManualSLA)
+	}
+	if err := p.validateProviders(class); err != nil {
+		return err
 	}
 	switch p.Claims {
 	case "", ClaimsOptional, ClaimsRequired:

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -133,7 +134,7 @@ func TestDefaultPolicy(t *testing.T) {
 		Backoff:      domain.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 75 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, HumanGate: false, Priority: 1,
 	}
-	if caption != want {
+	if !reflect.DeepEqual(caption, want) {
 		t.Fatalf("caption_suggestion = %+v, want %+v", caption, want)
 	}
 	rule, err := p.Class("publishing_rule")
@@ -209,7 +210,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			got := back.ClassPolicy()
 			want := p
 			want.Approvals = p.RequiredApprovals()
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("policy from snapshot = %+v, want %+v", got, want)
 			}
 			if err := got.Validate(name); err != nil {

@@ -43,6 +43,9 @@ type Review struct {
 	inFlightRevision uint64 // revision of the in-flight AttemptStarted
 	inFlightStarted  time.Time
 	inFlightTimeout  time.Duration
+	inFlightProvider string
+	// tried names the providers the current round has sent attempts to.
+	tried []string
 
 	// lastFailure is how the latest attempt that ended without a finding
 	// ended: what a retry waits from.
@@ -157,12 +160,16 @@ func (r *Review) apply(e Event) error {
 		r.inFlightRevision = r.nextRevision()
 		r.inFlightStarted = e.StartedAt
 		r.inFlightTimeout = time.Duration(e.AttemptTimeoutMS) * time.Millisecond
+		r.inFlightProvider = e.ProviderName()
+		if !slices.Contains(r.tried, r.inFlightProvider) {
+			r.tried = append(r.tried, r.inFlightProvider)
+		}
 	case AttemptTimedOut:
 		if r.state != StatePending || r.inFlight == 0 || e.Attempt != r.inFlight {
 			return fmt.Errorf("attempt %d is not in flight", e.Attempt)
 		}
 		r.inFlight = 0
-		r.lastFailure = Failure{Attempt: e.Attempt, Classification: e.Classification, Detail: e.Detail, At: e.At,
+		r.lastFailure = Failure{Attempt: e.Attempt, Provider: r.inFlightProvider, Classification: e.Classification, Detail: e.Detail, At: e.At,
 			RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 	case FindingReceived:
 		if r.state != StatePending || r.inFlight == 0 || e.Attempt != r.inFlight || !e.State.Valid() {
@@ -412,6 +419,15 @@ func (r *Review) Hold() *HoldState {
 // ended; its Attempt is 0 when none did.
 func (r *Review) LastFailure() Failure { return r.lastFailure }
 
+// InFlightProvider returns the provider of the attempt in flight; "" when
+// none is.
+func (r *Review) InFlightProvider() string {
+	if r.inFlight == 0 {
+		return ""
+	}
+	return r.inFlightProvider
+}
+
 // InFlight returns the attempt in flight, the revision of its
 // AttemptStarted, when it started and its timeout; attempt is 0 when none.
 func (r *Review) InFlight() (attempt int, revision uint64, started time.Time, timeout time.Duration) {
@@ -433,6 +449,7 @@ func (r *Review) Approvals() map[Decision][]string {
 func (r *Review) Clone() *Review {
 	c := *r
 	c.reasons = slices.Clone(r.reasons)
+	c.tried = slices.Clone(r.tried)
 	c.approvals = r.Approvals()
 	if len(r.approvals) == 0 {
 		c.approvals = nil

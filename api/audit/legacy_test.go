@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -117,7 +118,7 @@ func checkLegacy(t *testing.T, store eventstore.Store, pool *pgxpool.Pool) {
 			t.Errorf("%s: policy %+v (digest %q), want the inline %+v", id, got.Policy, got.PolicyDigest, inline[id])
 		}
 		rv, err := l.Load(ctx, id)
-		if err != nil || rv.Policy() != inline[id].ClassPolicy() {
+		if err != nil || !reflect.DeepEqual(rv.Policy(), inline[id].ClassPolicy()) {
 			t.Fatalf("%s: load: %v, policy %+v", id, err, rv)
 		}
 		r, err := audit.NewReplay(h, time.Time{})

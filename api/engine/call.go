@@ -48,9 +48,17 @@ func (e *Engine) call(j *job) {
 	if lost {
 		cancel(errLeaseLost)
 	}
+	u := e.upstreams[snap.InFlightProvider()]
+	if u == nil { // a provider no longer configured: its attempt fails, the next goes elsewhere
+		u = &upstream{name: snap.InFlightProvider(), cfg: Upstream{Provider: unconfigured{}}}
+	}
+	if t := u.cfg.Timeout; t > 0 && t < left {
+		stopCap := e.clock.AfterFunc(t, func() { cancel(errAttemptTimeout) })
+		defer stopCap()
+	}
 	e.metrics.calls.Inc()
-	cctx, span := e.startAttempt(ctx, j, attempt, timeout)
-	res := e.cfg.Provider.Call(cctx, provider.Request{
+	cctx, span := e.startAttempt(ctx, j, attempt, timeout, u.name)
+	res := u.cfg.Provider.Call(cctx, provider.Request{
 		ReviewID: j.id, Attempt: attempt, ContentClass: snap.Class(), ContentType: snap.ContentType(),
 		Content: j.payload.Content, Timeout: left,
 	})
@@ -59,7 +67,33 @@ func (e *Engine) call(j *job) {
 	j.cancelCall = nil
 	e.mu.Unlock()
 	j.answer = answerOf(attempt, res, context.Cause(ctx), e.clock.Now())
+	if j.breakerDone != nil {
+		j.breakerDone(breakerOutcome(j.answer))
+		j.breakerDone = nil
+	}
+	e.metrics.providerCalls.WithLabelValues(u.label, j.answer.outcome()).Inc()
 	endAttempt(span, j.answer)
+}
+
+// unconfigured is a provider an attempt was recorded for that this
+// process does not have (removed from the policy while the attempt was in
+// flight): every call fails, and the decider moves on.
+type unconfigured struct{}
+
+func (unconfigured) Call(context.Context, provider.Request) provider.Result {
+	return provider.Failure(domain.ClassProviderUnavailable, "provider not configured in this process")
+}
+
+// outcome labels the answer in metrics: finding, accepted_async or the
+// failure's classification.
+func (a *answer) outcome() string {
+	switch {
+	case a.Finding != nil:
+		return provider.OutcomeFinding.String()
+	case a.async:
+		return provider.OutcomeAccepted.String()
+	}
+	return string(a.Failure.Classification)
 }
 
 // answerOf is what a call's result means. A finding is kept whenever it

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
@@ -33,11 +35,8 @@ var actorProvider = ledger.Actor{Name: "provider"}
 // applied is answered nil again and changes nothing; copies of one
 // delivery arriving at once in one process get the first's answer.
 func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error {
-	if e.cfg.Signer == nil {
-		return fmt.Errorf("no callback secret configured: %w", provider.ErrInvalidSignature)
-	}
 	now := e.clock.Now()
-	webhookID, err := e.cfg.Signer.Verify(header, body, now)
+	webhookID, by, err := e.verify(header, body, now)
 	if err != nil {
 		return err
 	}
@@ -48,14 +47,57 @@ func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header htt
 	// the first and get its answer: one webhook-id, one answer. The work is
 	// not cut short when the first copy's client goes away.
 	_, err, _ = e.deliveries.Do(reviewID+"\x00"+webhookID, func() (any, error) {
-		return nil, e.deliver(context.WithoutCancel(ctx), webhookID, reviewID, body, now)
+		return nil, e.deliver(context.WithoutCancel(ctx), webhookID, reviewID, body, by, now)
 	})
 	return err
 }
 
+// verify checks a callback's signature against each provider's secret. by
+// names the providers whose secret verified it; nil when every provider
+// has the same secret (nothing to tell them apart by).
+func (e *Engine) verify(header http.Header, body []byte, now time.Time) (webhookID string, by []string, err error) {
+	err = fmt.Errorf("no callback secret configured: %w", provider.ErrInvalidSignature)
+	for _, g := range e.signers {
+		id, verr := g.signer.Verify(header, body, now)
+		if verr != nil {
+			err = verr
+			continue
+		}
+		if len(e.signers) > 1 {
+			by = g.providers
+		}
+		return id, by, nil
+	}
+	return "", nil, err
+}
+
+// signerGroup is one callback secret and the providers that sign with it.
+type signerGroup struct {
+	signer    *provider.Signer
+	providers []string
+}
+
+// signerGroups groups the providers by their callback signer, in name order.
+func signerGroups(ups map[string]*upstream) []signerGroup {
+	var groups []signerGroup
+	for _, name := range slices.Sorted(maps.Keys(ups)) {
+		s := ups[name].cfg.Signer
+		if s == nil {
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g signerGroup) bool { return g.signer == s })
+		if i < 0 {
+			groups = append(groups, signerGroup{signer: s})
+			i = len(groups) - 1
+		}
+		groups[i].providers = append(groups[i].providers, name)
+	}
+	return groups
+}
+
 // deliver applies a verified callback delivery, or answers a redelivery as
 // the first was answered.
-func (e *Engine) deliver(ctx context.Context, webhookID, reviewID string, body []byte, now time.Time) error {
+func (e *Engine) deliver(ctx context.Context, webhookID, reviewID string, body []byte, by []string, now time.Time) error {
 	first, outcome, err := e.store.SeeDelivery(ctx, webhookID, reviewID, now)
 	if err != nil {
 		return err
@@ -63,7 +105,7 @@ func (e *Engine) deliver(ctx context.Context, webhookID, reviewID string, body [
 	if !first {
 		return e.redelivered(ctx, webhookID, reviewID, outcome, body)
 	}
-	err = e.applyCallback(ctx, reviewID, body)
+	err = e.applyCallback(ctx, reviewID, body, by)
 	switch {
 	case err == nil:
 		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
@@ -140,7 +182,7 @@ func (e *Engine) appliedByCallback(ctx context.Context, reviewID string, attempt
 	return false, nil
 }
 
-func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte) (err error) {
+func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte, by []string) (err error) {
 	snap, err := e.ledger.Load(ctx, reviewID)
 	if err != nil {
 		return err
@@ -157,6 +199,9 @@ func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte
 	f := domain.Finding{ReviewID: cb.ReviewID, Attempt: cb.Attempt, State: domain.Decision(cb.State), Reasons: cb.Reasons}
 	if err := f.CheckComplete(reviewID); err != nil {
 		return err
+	}
+	if n, _, _, _ := snap.InFlight(); n == cb.Attempt && by != nil && !slices.Contains(by, snap.InFlightProvider()) {
+		return fmt.Errorf("callback for attempt %d of provider %q signed with another provider's secret: %w", n, snap.InFlightProvider(), provider.ErrInvalidSignature)
 	}
 	now := e.clock.Now()
 	events, err := snap.RecordFinding(f, domain.SourceCallback, now)

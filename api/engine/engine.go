@@ -63,9 +63,14 @@ type Config struct {
 	// Store keeps the work records, content and callback deliveries;
 	// Ledger must be built on it (ledger.Options{Committer: Store}), so
 	// that a review's events and its record change together.
-	Store    work.Store
-	Ledger   *ledger.Ledger
+	Store  work.Store
+	Ledger *ledger.Ledger
+	// Provider is the default provider (domain.DefaultProvider), the one
+	// of every class whose policy names none.
 	Provider provider.Provider
+	// Providers are the named providers the policy's classes route to
+	// (primary and fallbacks) or shadow with, beside the default one.
+	Providers map[string]Upstream
 	// Signer verifies callbacks; without one every callback is refused as
 	// ErrInvalidSignature.
 	Signer *provider.Signer
@@ -218,7 +223,9 @@ type Engine struct {
 	log     *slog.Logger
 	clock   Clock
 	metrics *metrics
-	budget  *retryBudget
+	// upstreams are the providers by name, the default one included.
+	upstreams map[string]*upstream
+	signers   []signerGroup // the callback secrets
 
 	calls chan struct{} // provider call slots
 	// deliveries runs one callback delivery of a webhook-id at a time in
@@ -262,6 +269,10 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	ups, err := newUpstreams(cfg)
+	if err != nil {
+		return nil, err
+	}
 	m, err := newMetrics(cfg.Metrics, cfg.Ledger)
 	if err != nil {
 		return nil, err
@@ -273,7 +284,8 @@ func New(cfg Config) (*Engine, error) {
 		log:       cfg.Logger,
 		clock:     cfg.Clock,
 		metrics:   m,
-		budget:    newRetryBudget(cfg.RetryBudget, cfg.RetryBudgetWindow, cfg.RetryBudgetMinRetries),
+		upstreams: ups,
+		signers:   signerGroups(ups),
 		calls:     make(chan struct{}, cfg.Calls),
 		jobs:      make(map[string]*job),
 		timerWake: make(chan struct{}, 1),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -29,7 +30,10 @@ type job struct {
 	answer   *answer          // the answer of the attempt in flight, not yet recorded
 	unsure   *unsureStep      // a step whose write may have been stored: learn first
 	slot     bool             // holds a call slot for the attempt it starts
-	calling  bool             // its attempt was started as it was created: call first
+	// breakerDone records the outcome of the attempt it starts with its
+	// provider's circuit breaker; nil when not admitted by one.
+	breakerDone func(error)
+	calling     bool // its attempt was started as it was created: call first
 	// parkUntil is set by the step that parks j; its goroutine parks it
 	// on its way out, so that j is never taken up while still worked.
 	parkUntil *time.Time
@@ -336,7 +340,7 @@ func (e *Engine) plan(ctx context.Context, j *job, events []domain.Event, now ti
 // where it is counted) and a call slot. A stopping engine starts nothing:
 // the review waits, due at once, for the next owner.
 func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Time) (domain.Step, time.Time, error) {
-	f := domain.Facts{RetryAllowed: true, Awaiting: j.awaiting, Sweep: j.sweep}
+	f := e.facts(r, domain.Facts{RetryAllowed: true, Awaiting: j.awaiting, Sweep: j.sweep})
 	st := domain.Next(r, now, f)
 	if st.Kind != domain.StepStart {
 		return st, now, nil
@@ -357,22 +361,64 @@ func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Ti
 	if !e.leaseLeft(j, now) {
 		return domain.Step{}, now, errLeaseShort
 	}
-	if st.Retry && !e.budget.take(now) {
-		e.metrics.retryBudgetExhausted.WithLabelValues(e.cfg.ProviderName).Inc()
-		f.RetryAllowed = false
-		return domain.Next(r, now, f), now, nil
+	if st = e.admit(j, r, now, &f, st); st.Kind != domain.StepStart {
+		return st, now, nil
 	}
-	if !st.Retry {
-		e.budget.record(now)
-	}
-	e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
 	if e.tryTakeSlot(j) {
 		return st, now, nil
 	}
 	if !e.takeSlot(j) {
+		e.releaseBreaker(j)
 		return domain.Step{Kind: domain.StepWait, Until: now}, now, nil
 	}
 	return e.afterSlot(j, r, st, f, now)
+}
+
+// admit checks a start against its provider: its breaker (an open one, or
+// one whose half-open probes are taken, is passed over) and, for a retry,
+// its retry budget (taken now, where it is counted). Either refusal asks
+// the decider again with what was learnt, which may choose another
+// provider of the route, a wait, or an escalation. j keeps the breaker's
+// admission until the call ends.
+func (e *Engine) admit(j *job, r *domain.Review, now time.Time, f *domain.Facts, st domain.Step) domain.Step {
+	for st.Kind == domain.StepStart {
+		u := e.upstreams[st.Provider]
+		var done func(error)
+		if !slices.Contains(f.Open, st.Provider) {
+			var ok bool
+			if done, ok = u.allow(); !ok {
+				f.Open = append(f.Open, st.Provider)
+				st = domain.Next(r, now, *f)
+				continue
+			}
+		} // else every circuit of the route is open: a probe the breaker does not count
+		if st.Retry && !u.budget.take(now) {
+			if done != nil {
+				done(errNotCounted)
+			}
+			e.metrics.retryBudgetExhausted.WithLabelValues(u.label).Inc()
+			f.BudgetSpent = append(f.BudgetSpent, st.Provider)
+			st = domain.Next(r, now, *f)
+			continue
+		}
+		if !st.Retry {
+			u.budget.record(now)
+		}
+		e.metrics.observeBudget(u.budget, now, u.label)
+		e.releaseBreaker(j)
+		j.breakerDone = done
+		return st
+	}
+	return st
+}
+
+// releaseBreaker gives back j's breaker admission uncounted: its attempt
+// was not made.
+func (e *Engine) releaseBreaker(j *job) {
+	if j.breakerDone != nil {
+		j.breakerDone(errNotCounted)
+		j.breakerDone = nil
+	}
 }
 
 // afterSlot is the start next decided at now, once j has its call slot
@@ -383,9 +429,16 @@ func (e *Engine) next(ctx context.Context, j *job, r *domain.Review, now time.Ti
 // as before the wait.
 func (e *Engine) afterSlot(j *job, r *domain.Review, st domain.Step, f domain.Facts, now time.Time) (domain.Step, time.Time, error) {
 	at := e.clock.Now()
-	if again := domain.Next(r, at, f); again.Kind != domain.StepStart {
+	again := domain.Next(r, at, f)
+	switch {
+	case again.Kind != domain.StepStart:
 		e.releaseSlot(j)
 		return again, at, nil
+	case again.Provider != st.Provider:
+		// Another provider now (a circuit changed meanwhile): decided
+		// again at once, admitted by that one.
+		e.releaseSlot(j)
+		return domain.Step{Kind: domain.StepWait, Until: at}, at, nil
 	}
 	if !e.leaseLeft(j, at) {
 		e.releaseSlot(j)

@@ -518,6 +518,7 @@ func (e *Engine) tryTakeSlot(j *job) bool {
 }
 
 func (e *Engine) releaseSlot(j *job) {
+	e.releaseBreaker(j)
 	if j.slot {
 		j.slot = false
 		<-e.calls

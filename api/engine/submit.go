@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
@@ -127,8 +128,9 @@ func (e *Engine) submit(ctx context.Context, req SubmitRequest) (*ledger.Snapsho
 	if owned {
 		j.snap, j.calling = current, len(then) > 0
 		if j.calling {
-			e.budget.record(now)
-			e.metrics.observeBudget(e.budget, now, e.cfg.ProviderName)
+			u := e.upstreams[then[0].(domain.AttemptStarted).ProviderName()]
+			u.budget.record(now)
+			e.metrics.observeBudget(u.budget, now, u.label)
 		}
 		e.adopt(j, now)
 		return snap, true, nil
@@ -195,9 +197,18 @@ func (e *Engine) firstAttempt(j *job, ev domain.Submitted, now time.Time) []doma
 	if r.Apply(0, ev) != nil {
 		return nil
 	}
-	st := domain.Next(r, now, domain.Facts{RetryAllowed: true})
+	f := e.facts(r, domain.Facts{RetryAllowed: true})
+	st := domain.Next(r, now, f)
 	if st.Kind != domain.StepStart || st.Retry || !e.tryTakeSlot(j) {
 		return nil
+	}
+	if !slices.Contains(f.Open, st.Provider) { // else every circuit is open: an uncounted probe
+		done, ok := e.upstreams[st.Provider].allow()
+		if !ok { // its probes are taken: the job's first step decides again
+			e.releaseSlot(j)
+			return nil
+		}
+		j.breakerDone = done
 	}
 	evs, err := r.EventsFor(st, now)
 	if err != nil {

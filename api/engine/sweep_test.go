@@ -60,7 +60,7 @@ func TestRecoveryIsNotChargedToTheRetryBudget(t *testing.T) {
 	h := newHarness(t, []step{finding("rev-rec", domain.DecisionAccepted)}, func(c *Config) {
 		c.RetryBudget, c.RetryBudgetMinRetries = 0.01, 1
 	})
-	if !h.budget.take(h.clock.Now()) || h.budget.take(h.clock.Now()) {
+	if !h.upstreams[domain.DefaultProvider].budget.take(h.clock.Now()) || h.upstreams[domain.DefaultProvider].budget.take(h.clock.Now()) {
 		t.Fatal("the budget should allow one retry, then none")
 	}
 	h.submit(t, "rev-rec", "c")

@@ -35,6 +35,7 @@ const (
 	AttrReviewID       = attribute.Key("reviewledger.review_id")
 	AttrContentClass   = attribute.Key("reviewledger.content_class")
 	AttrAttempt        = attribute.Key("reviewledger.attempt")
+	AttrProvider       = attribute.Key("reviewledger.provider")
 	AttrTimeoutMS      = attribute.Key("reviewledger.attempt_timeout_ms")
 	AttrRemainingMS    = attribute.Key("reviewledger.remaining_budget_ms")
 	AttrOutcome        = attribute.Key("reviewledger.outcome")
@@ -153,13 +154,13 @@ func errorKind(err error) string {
 
 // startAttempt starts the span of one provider call, in the review's
 // trace; the call's context carries it to the provider.
-func (e *Engine) startAttempt(ctx context.Context, j *job, attempt int, timeout time.Duration) (context.Context, trace.Span) {
+func (e *Engine) startAttempt(ctx context.Context, j *job, attempt int, timeout time.Duration, provider string) (context.Context, trace.Span) {
 	if e.quiet() {
 		return ReviewContext(ctx, j.snap), idle
 	}
 	return e.start(ReviewContext(ctx, j.snap), SpanAttempt, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(AttrReviewID.String(j.id), AttrContentClass.String(j.snap.Class()), AttrAttempt.Int(attempt),
-			AttrTimeoutMS.Int64(timeout.Milliseconds()), AttrRemainingMS.Int64(max(0, j.snap.Remaining(e.clock.Now()).Milliseconds()))))
+			AttrProvider.String(provider), AttrTimeoutMS.Int64(timeout.Milliseconds()), AttrRemainingMS.Int64(max(0, j.snap.Remaining(e.clock.Now()).Milliseconds()))))
 }
 
 // endAttempt records what the call came to, when it came.

@@ -32,10 +32,12 @@ type Config struct {
 	Sweep          string `name:"sweep-interval" env:"REVIEWLEDGER_SWEEP_INTERVAL" default:"5s" help:"How often the deadline sweeper runs."`
 
 	// Filled by Validate.
-	Tokens        []api.Token   `kong:"-"`
-	Policy        domain.Policy `kong:"-"`
-	MaxBodyBytes  int64         `kong:"-"`
-	SweepInterval time.Duration `kong:"-"`
+	Tokens []api.Token   `kong:"-"`
+	Policy domain.Policy `kong:"-"`
+	// Providers are the policy file's named providers (none without one).
+	Providers     map[string]providerSpec `kong:"-"`
+	MaxBodyBytes  int64                   `kong:"-"`
+	SweepInterval time.Duration           `kong:"-"`
 }
 
 // Validate checks every setting and fills the parsed fields (Tokens, Policy,
@@ -78,13 +80,13 @@ func (c *Config) Validate() error {
 	if err != nil || sweep <= 0 {
 		return fmt.Errorf("REVIEWLEDGER_SWEEP_INTERVAL: must be a positive duration such as 5s, got %q", c.Sweep)
 	}
-	policy := domain.DefaultPolicy()
+	file := policyFile{Policy: domain.DefaultPolicy()}
 	if c.PolicyFile != "" {
-		if policy, err = loadPolicy(c.PolicyFile); err != nil {
+		if file, err = loadPolicyFile(c.PolicyFile); err != nil {
 			return fmt.Errorf("REVIEWLEDGER_POLICY: %w", err)
 		}
 	}
-	c.Tokens, c.MaxBodyBytes, c.SweepInterval, c.Policy = tokens, n, sweep, policy
+	c.Tokens, c.MaxBodyBytes, c.SweepInterval, c.Policy, c.Providers = tokens, n, sweep, file.Policy, file.Providers
 	return nil
 }
 

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,11 +219,20 @@ func (c EngineConfig) NewEngine(cfg *Config, dbs pools, events eventstore.Store,
 		}
 		p, stop = sim, sim.Close
 	}
+	named, stopNamed, err := c.upstreams(cfg, signer, func(ctx context.Context, reviewID string, h http.Header, body []byte) error {
+		return eng.HandleCallback(ctx, reviewID, h, body)
+	})
+	if err != nil {
+		_ = stop()
+		return nil, nil, nil, err
+	}
+	stopDefault := stop
+	stop = func() error { return errors.Join(stopDefault(), stopNamed()) }
 	pool := dbs.Main
 	store := pgwork.New(pool, events)
 	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Flushes: c.CommitFlushes, Window: c.CommitWindow})
 	ec := engine.Config{
-		Policy: cfg.Policy, Store: store, Ledger: led, Pool: pool, Provider: p, Signer: signer,
+		Policy: cfg.Policy, Store: store, Ledger: led, Pool: pool, Provider: p, Providers: named, Signer: signer,
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&ec)
@@ -234,4 +247,60 @@ func (c EngineConfig) NewEngine(cfg *Config, dbs pools, events eventstore.Store,
 		return nil, nil, nil, err
 	}
 	return eng, led, stop, nil
+}
+
+// upstreams builds the policy file's named providers: an http adapter or a
+// simulator each, with a signer for its callbacks (the default one's when
+// it names no secret of its own; one signer per distinct secret, so that
+// the engine can tell which providers a callback's signature belongs to).
+// stop closes the simulators.
+func (c EngineConfig) upstreams(cfg *Config, defaultSigner *provider.Signer,
+	deliver func(ctx context.Context, reviewID string, h http.Header, body []byte) error) (map[string]engine.Upstream, func() error, error) {
+	signers := map[string]*provider.Signer{cfg.CallbackSecret: defaultSigner}
+	var stops []func() error
+	stop := func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
+	}
+	out := make(map[string]engine.Upstream, len(cfg.Providers))
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
+		spec := cfg.Providers[name]
+		u := spec.Upstream
+		signer := defaultSigner
+		if spec.Secret != "" {
+			if signer = signers[spec.Secret]; signer == nil {
+				var err error
+				if signer, err = provider.NewSigner(spec.Secret); err != nil {
+					_ = stop()
+					return nil, nil, fmt.Errorf("REVIEWLEDGER_POLICY: provider %q: callback secret: %w", name, err)
+				}
+				signers[spec.Secret] = signer
+			}
+		}
+		u.Signer = signer
+		switch spec.Kind {
+		case "http":
+			p, err := provider.NewHTTP(provider.HTTPConfig{URL: spec.URL, MaxConns: cmp.Or(u.Concurrency, c.Workers)})
+			if err != nil {
+				_ = stop()
+				return nil, nil, fmt.Errorf("REVIEWLEDGER_POLICY: provider %q: %w", name, err)
+			}
+			u.Provider = p
+		default:
+			sc := spec.Sim
+			sc.Signer, sc.Deliver = signer, deliver
+			sim, err := provider.NewSim(sc)
+			if err != nil {
+				_ = stop()
+				return nil, nil, fmt.Errorf("REVIEWLEDGER_POLICY: provider %q: %w", name, err)
+			}
+			u.Provider = sim
+			stops = append(stops, sim.Close)
+		}
+		out[name] = u
+	}
+	return out, stop, nil
 }

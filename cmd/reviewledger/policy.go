@@ -12,31 +12,56 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// loadPolicy reads a policy file (docs/contracts.md §3). Unknown keys, malformed
-// values and policies domain.ClassPolicy.Validate refuses are errors naming
-// the file, the class and the key.
+// policyFile is what a policy file holds: the classes, and the providers
+// they may name beside the default one.
+type policyFile struct {
+	Policy    domain.Policy
+	Providers map[string]providerSpec
+}
+
+// loadPolicy reads a policy file's classes (loadPolicyFile).
 func loadPolicy(path string) (domain.Policy, error) {
+	f, err := loadPolicyFile(path)
+	return f.Policy, err
+}
+
+// loadPolicyFile reads a policy file (docs/contracts.md §3). Unknown keys,
+// malformed values, policies domain.ClassPolicy.Validate refuses and
+// classes naming providers the file does not declare are errors naming the
+// file, the class or provider, and the key.
+func loadPolicyFile(path string) (policyFile, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return domain.Policy{}, err
+		return policyFile{}, err
 	}
-	p, err := parsePolicy(raw)
+	f, err := parsePolicyFile(raw)
 	if err != nil {
-		return domain.Policy{}, fmt.Errorf("%s: %w", path, err)
+		return policyFile{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return p, nil
+	return f, nil
 }
 
 func parsePolicy(raw []byte) (domain.Policy, error) {
+	f, err := parsePolicyFile(raw)
+	return f.Policy, err
+}
+
+func parsePolicyFile(raw []byte) (policyFile, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return domain.Policy{}, err
+		return policyFile{}, err
 	}
 	if len(doc.Content) == 0 {
-		return domain.Policy{}, errors.New("empty policy file")
+		return policyFile{}, errors.New("empty policy file")
 	}
 	p := domain.Policy{Classes: map[string]domain.ClassPolicy{}}
+	var specs map[string]providerSpec
 	err := eachKey(doc.Content[0], "", func(key string, v *yaml.Node) error {
+		if key == "providers" {
+			var err error
+			specs, err = parseProviders(v)
+			return err
+		}
 		if key != "classes" {
 			return fmt.Errorf("line %d: unknown key %q", v.Line, key)
 		}
@@ -50,16 +75,20 @@ func parsePolicy(raw []byte) (domain.Policy, error) {
 		})
 	})
 	if err != nil {
-		return domain.Policy{}, err
+		return policyFile{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return domain.Policy{}, err
+		return policyFile{}, err
 	}
-	return p, nil
+	if err := checkRoutes(p, specs); err != nil {
+		return policyFile{}, err
+	}
+	return policyFile{Policy: p, Providers: specs}, nil
 }
 
 func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 	var c domain.ClassPolicy
+	primary := false
 	err := eachKey(n, "class", func(key string, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -91,6 +120,19 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 			if c.ManualSLA, err = duration(v); err == nil && c.ManualSLA <= 0 {
 				err = fmt.Errorf("line %d: must be a positive duration, got %s", v.Line, c.ManualSLA)
 			}
+		case "provider":
+			var route []string
+			if route, err = names(v); err == nil && len(route) != 1 {
+				err = fmt.Errorf("line %d: want one provider name (the primary; list the others under fallbacks)", v.Line)
+			}
+			c.Providers, primary = append(route, c.Providers...), true
+		case "fallbacks":
+			var fallbacks []string
+			if fallbacks, err = names(v); err == nil {
+				c.Providers = append(c.Providers, fallbacks...)
+			}
+		case "shadows":
+			c.Shadows, err = names(v)
 		case "claims":
 			c.Claims = domain.ClaimMode(v.Value)
 			if v.Kind != yaml.ScalarNode {
@@ -126,6 +168,9 @@ func parseClass(n *yaml.Node) (domain.ClassPolicy, error) {
 		}
 		return nil
 	})
+	if len(c.Providers) > 0 && !primary {
+		c.Providers = append([]string{domain.DefaultProvider}, c.Providers...) // fallbacks of the default provider
+	}
 	return c, err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestParsePolicy(t *testing.T) {
 		Backoff:      domain.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 75 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}
-	if got := p.Classes["caption_suggestion"]; got != want {
+	if got := p.Classes["caption_suggestion"]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("caption_suggestion: %+v, want %+v", got, want)
 	}
 	if got := p.Classes["publishing_rule"]; !got.HumanGate || got.Approvals != 2 || got.OnExhaustion != domain.ExhaustToRejected || got.Budget != time.Minute {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/base64"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var providerSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("a provider's secret, 32 bytes.."))
+
+const routedPolicy = `
+providers:
+  managed:
+    kind: http
+    url: https://moderation.example/v1/review
+    callback_secret_env: MANAGED_SECRET
+    timeout: 5s
+    concurrency: 64
+    retry_budget: {ratio: 0.1, window: 30s, min_retries: 5}
+    circuit: {failure_ratio: 0.6, window: 20s, min_calls: 10, open_for: 2s, probes: 2}
+  selfhosted:
+    kind: sim
+    sim: {seed: 7, median: 40ms, p99: 200ms, reject_rate: 0.1}
+classes:
+  caption_suggestion:
+    budget: 30s
+    attempt_timeout: 10s
+    max_attempts: 3
+    backoff: {initial: 100ms, max: 2s}
+    on_exhaustion: manual_review
+    provider: managed
+    fallbacks: [selfhosted, default]
+    shadows: []
+  transcript_import:
+    budget: 30s
+    attempt_timeout: 10s
+    max_attempts: 3
+    backoff: {initial: 100ms, max: 2s}
+    on_exhaustion: manual_review
+    fallbacks: selfhosted
+    shadows: [managed]
+`
+
+func TestParsePolicyProviders(t *testing.T) {
+	t.Setenv("MANAGED_SECRET", providerSecret)
+	f, err := parsePolicyFile([]byte(routedPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Policy.Classes["caption_suggestion"].Route(); !reflect.DeepEqual(got, []string{"managed", "selfhosted", "default"}) {
+		t.Fatalf("caption_suggestion route = %v", got)
+	}
+	tr := f.Policy.Classes["transcript_import"]
+	if !reflect.DeepEqual(tr.Route(), []string{"default", "selfhosted"}) || !reflect.DeepEqual(tr.Shadows, []string{"managed"}) {
+		t.Fatalf("transcript_import route %v shadows %v: fallbacks without provider follow the default one", tr.Route(), tr.Shadows)
+	}
+	m := f.Providers["managed"]
+	switch {
+	case m.Kind != "http" || m.URL != "https://moderation.example/v1/review" || m.Secret != providerSecret:
+		t.Fatalf("managed = %+v", m)
+	case m.Upstream.Timeout != 5*time.Second || m.Upstream.Concurrency != 64:
+		t.Fatalf("managed timeout %s concurrency %d", m.Upstream.Timeout, m.Upstream.Concurrency)
+	case m.Upstream.RetryBudget != 0.1 || m.Upstream.RetryBudgetWindow != 30*time.Second || m.Upstream.RetryBudgetMinRetries != 5:
+		t.Fatalf("managed retry budget %+v", m.Upstream)
+	case m.Upstream.Circuit.FailureRatio != 0.6 || m.Upstream.Circuit.OpenFor != 2*time.Second || m.Upstream.Circuit.Probes != 2 || m.Upstream.Circuit.MinCalls != 10:
+		t.Fatalf("managed circuit %+v", m.Upstream.Circuit)
+	}
+	if s := f.Providers["selfhosted"]; s.Kind != "sim" || s.Sim.Seed != 7 || s.Sim.MedianLatency != 40*time.Millisecond || s.Sim.RejectRate != 0.1 {
+		t.Fatalf("selfhosted = %+v", s)
+	}
+}
+
+func TestParsePolicyProvidersRefuses(t *testing.T) {
+	t.Setenv("MANAGED_SECRET", providerSecret)
+	t.Setenv("SHORT_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("short")))
+	tests := []struct{ name, from, to, want string }{
+		{"unknown provider of a class", "provider: managed", "provider: elsewhere",
+			`class "caption_suggestion": provider: no provider named "elsewhere" in providers (declared: default, managed, selfhosted)`},
+		{"unknown fallback", "fallbacks: [selfhosted, default]", "fallbacks: [selfhosted, nowhere]", `class "caption_suggestion": fallbacks: no provider named "nowhere"`},
+		{"unknown shadow", "shadows: [managed]", "shadows: [ghost]", `class "transcript_import": shadows: no provider named "ghost"`},
+		{"a shadow that decides", "shadows: [managed]", "shadows: [selfhosted]", `class "transcript_import": shadows: provider "selfhosted" also decides the class`},
+		{"a provider twice in a route", "fallbacks: [selfhosted, default]", "fallbacks: [selfhosted, managed]", `class "caption_suggestion": fallbacks: provider "managed" is named twice`},
+		{"two primaries", "provider: managed", "provider: [managed, selfhosted]", `class "caption_suggestion": provider: line`},
+		{"unknown provider key", "timeout: 5s", "timeout: 5s\n    colour: blue", `provider "managed": colour: line 8: unknown key`},
+		{"unknown kind", "kind: sim", "kind: grpc", `provider "selfhosted": kind: line`},
+		{"http without url", "    url: https://moderation.example/v1/review\n", "", `provider "managed": url: line 4: required with kind: http`},
+		{"bad url", "url: https://moderation.example/v1/review", "url: moderation.example", `provider "managed": url: line 5: want an absolute http(s) URL`},
+		{"secret variable unset", "callback_secret_env: MANAGED_SECRET", "callback_secret_env: NOT_SET_ANYWHERE", `provider "managed": callback_secret_env: line 6: the environment variable NOT_SET_ANYWHERE is not set`},
+		{"secret too short", "callback_secret_env: MANAGED_SECRET", "callback_secret_env: SHORT_SECRET", `provider "managed": callback_secret_env: key is 5 bytes`},
+		{"http without a secret", "    callback_secret_env: MANAGED_SECRET\n", "", `provider "managed": callback_secret_env: line 4: required with kind: http`},
+		{"zero timeout", "timeout: 5s", "timeout: 0s", `provider "managed": timeout: line 7: must be a positive duration`},
+		{"concurrency 0", "concurrency: 64", "concurrency: 0", `provider "managed": concurrency: line 8: must be at least 1`},
+		{"failure ratio above 1", "failure_ratio: 0.6", "failure_ratio: 1.5", `provider "managed": circuit.failure_ratio: line 10`},
+		{"unknown circuit key", "probes: 2}", "probes: 2, half_open: 1}", `provider "managed": circuit.half_open: line 10: unknown key`},
+		{"retry ratio 0", "ratio: 0.1", "ratio: 0", `provider "managed": retry_budget.ratio: line 9`},
+		{"sim rate above 1", "reject_rate: 0.1", "reject_rate: 2", `provider "selfhosted": sim.reject_rate: line 13`},
+		{"the default provider declared", "  selfhosted:\n    kind: sim", "  default:\n    kind: sim", `provider "default": line 12: the name is the single-provider settings'`},
+		{"a bad provider name", "  selfhosted:\n    kind: sim", "  Self Hosted:\n    kind: sim", `provider "Self Hosted": line 12: not a provider name`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(routedPolicy, tc.from, tc.to, 1)
+			if doc == routedPolicy {
+				t.Fatalf("the case changes nothing: %q not in the policy", tc.from)
+			}
+			_, err := parsePolicyFile([]byte(doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
