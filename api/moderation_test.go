@@ -228,6 +228,7 @@ func TestTimelineRoute(t *testing.T) {
 	ctx := context.Background()
 	rv, _ := h.ledger.Load(ctx, "r1")
 	st, _ := rv.StartAttempt(h.now)
+	st.Provider = "backup"
 	rv, _ = h.ledger.Append(ctx, rv, ledger.Actor{Name: "engine"}, st)
 	h.now = h.now.Add(1500 * time.Millisecond)
 	to, _ := rv.TimeOutAttempt(domain.AttemptFailure{Attempt: 1, Classification: domain.ClassProviderUnavailable, Detail: "HTTP 503"}, h.now)
@@ -252,7 +253,7 @@ func TestTimelineRoute(t *testing.T) {
 			t.Fatalf("kinds %v, want %s", kinds, want)
 		}
 		a, esc, rq := v.Entries[1], v.Entries[2], v.Entries[4]
-		if a.Attempt != 1 || a.Outcome != AttemptFailed || a.Classification != "provider_unavailable" || a.DurationMS == nil || *a.DurationMS != 1500 || a.Detail != "HTTP 503" {
+		if a.Attempt != 1 || a.Provider != "backup" || a.Outcome != AttemptFailed || a.Classification != "provider_unavailable" || a.DurationMS == nil || *a.DurationMS != 1500 || a.Detail != "HTTP 503" {
 			t.Fatalf("attempt %+v", a)
 		}
 		if esc.Reason != "budget_exhausted" || esc.State != "manual_review" || esc.Round != 1 {

@@ -40,6 +40,7 @@ type timelineEntry struct {
 	Round          int        `json:"round"`
 	Actor          string     `json:"actor,omitempty"`
 	Attempt        int        `json:"attempt,omitempty"`
+	Provider       string     `json:"provider,omitempty"`
 	Outcome        string     `json:"outcome,omitempty"`
 	Classification string     `json:"classification,omitempty"`
 	DurationMS     *int64     `json:"duration_ms,omitempty"`
@@ -97,6 +98,7 @@ func buildTimeline(events []ledger.Entry) []timelineEntry {
 			en.Kind, en.At, en.Deadline = KindSubmitted, d.SubmittedAt.UTC(), utc(d.Deadline)
 		case domain.AttemptStarted:
 			en.Kind, en.At, en.Attempt, en.Outcome = KindAttempt, d.StartedAt.UTC(), d.Attempt, AttemptInFlight
+			en.Provider = d.ProviderName()
 			attempts[d.Attempt] = len(out)
 		case domain.AttemptTimedOut:
 			if i, ok := attempts[d.Attempt]; ok {

@@ -36,7 +36,10 @@ type Review struct {
 	deadline    time.Time
 	decidedAt   time.Time
 	decidedBy   string
-	reasons     []string
+	// decidingProvider is the provider whose finding decided the review;
+	// "" unless decidedBy is "provider".
+	decidingProvider string
+	reasons          []string
 
 	attempts         int    // attempts started
 	inFlight         int    // attempt number in flight, 0 when none
@@ -185,6 +188,7 @@ func (r *Review) apply(e Event) error {
 		r.state = State(e.State)
 		r.decidedAt = e.ReceivedAt
 		r.decidedBy = "provider"
+		r.decidingProvider = r.inFlightProvider
 	case Escalated:
 		if r.state != StatePending {
 			return fmt.Errorf("escalation of a %s review", r.state)
@@ -363,18 +367,23 @@ func (r *Review) approved(moderator string) bool {
 
 // Accessors for read models and views.
 
-func (r *Review) Exists() bool                       { return r.exists }
-func (r *Review) ID() string                         { return r.id }
-func (r *Review) Class() string                      { return r.class }
-func (r *Review) ContentType() string                { return r.contentType }
-func (r *Review) PayloadDigest() string              { return r.payloadDigest }
-func (r *Review) Policy() ClassPolicy                { return r.policy }
-func (r *Review) State() State                       { return r.state }
-func (r *Review) Version() uint64                    { return r.version }
-func (r *Review) SubmittedAt() time.Time             { return r.submittedAt }
-func (r *Review) Deadline() time.Time                { return r.deadline }
-func (r *Review) DecidedAt() time.Time               { return r.decidedAt }
-func (r *Review) DecidedBy() string                  { return r.decidedBy }
+func (r *Review) Exists() bool           { return r.exists }
+func (r *Review) ID() string             { return r.id }
+func (r *Review) Class() string          { return r.class }
+func (r *Review) ContentType() string    { return r.contentType }
+func (r *Review) PayloadDigest() string  { return r.payloadDigest }
+func (r *Review) Policy() ClassPolicy    { return r.policy }
+func (r *Review) State() State           { return r.state }
+func (r *Review) Version() uint64        { return r.version }
+func (r *Review) SubmittedAt() time.Time { return r.submittedAt }
+func (r *Review) Deadline() time.Time    { return r.deadline }
+func (r *Review) DecidedAt() time.Time   { return r.decidedAt }
+func (r *Review) DecidedBy() string      { return r.decidedBy }
+
+// DecidingProvider returns the provider whose finding decided the review:
+// "" when no provider's finding did (pending, or decided by a moderator or
+// by policy).
+func (r *Review) DecidingProvider() string           { return r.decidingProvider }
 func (r *Review) Reasons() []string                  { return slices.Clone(r.reasons) }
 func (r *Review) Attempts() int                      { return r.attempts }
 func (r *Review) EscalatedAt() time.Time             { return r.escalatedAt }

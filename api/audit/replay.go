@@ -129,7 +129,11 @@ func detailOf(e domain.Event) string {
 	case domain.Submitted:
 		return fmt.Sprintf("class=%s budget=%s max_attempts=%d", ev.ContentClass, ms(ev.Policy.BudgetMS), ev.Policy.MaxAttempts)
 	case domain.AttemptStarted:
-		return fmt.Sprintf("timeout=%s remaining=%s", ms(ev.AttemptTimeoutMS), ms(ev.RemainingBudgetMS))
+		s := fmt.Sprintf("timeout=%s remaining=%s", ms(ev.AttemptTimeoutMS), ms(ev.RemainingBudgetMS))
+		if ev.Provider != "" {
+			s += " provider=" + ev.Provider
+		}
+		return s
 	case domain.AttemptTimedOut:
 		s := fmt.Sprintf("%s after %s", ev.Classification, ms(ev.ElapsedMS))
 		if ev.Detail != "" {

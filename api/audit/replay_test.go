@@ -147,12 +147,29 @@ func requeued(t testing.TB, l *ledger.Ledger) {
 	s.attempt(at(601010)).find(2, domain.DecisionAccepted, at(601500))
 }
 
+// failover: the primary provider refuses the first attempt and the review
+// fails over to its fallback, which decides; each attempt names its
+// provider.
+func failover(t testing.TB, l *ledger.Ledger) {
+	s := &script{t: t, l: l}
+	s.submit("cap-3", "caption_suggestion", at(0)).
+		attemptOn("primary", at(5)).timeout(1, domain.ClassProviderUnavailable, at(40)).
+		attemptOn("backup", at(41)).find(2, domain.DecisionAccepted, at(300))
+}
+
+func (s *script) attemptOn(provider string, now time.Time) *script {
+	e, err := s.rv.StartAttempt(now)
+	e.Provider = provider
+	return s.add("runner", e, err)
+}
+
 func TestReplayGolden(t *testing.T) {
 	now := t0
 	l := newLedger(&now)
 	timeouts(t, l)
 	fourEyes(t, l)
 	requeued(t, l)
+	failover(t, l)
 	for _, tc := range []struct {
 		name, id string
 		asOf     time.Time
@@ -163,6 +180,7 @@ func TestReplayGolden(t *testing.T) {
 		{"replay_four_eyes_one_vote", "rule-1", at(90000)},
 		{"replay_requeued", "cap-2", time.Time{}},
 		{"replay_requeued_on_hold", "cap-2", at(90000)},
+		{"replay_failover", "cap-3", time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := l.History(context.Background(), tc.id)

@@ -40,6 +40,9 @@ type Review struct {
 	Deadline     time.Time  `json:"deadline"`
 	DecidedAt    *time.Time `json:"decided_at"`
 	Reasons      []string   `json:"reasons"`
+	// DecidedByProvider names the provider whose finding decided the
+	// review; "" while pending and when a moderator or the policy decided.
+	DecidedByProvider string `json:"decided_by_provider,omitempty"`
 }
 
 // Submission is a review to submit.

@@ -110,6 +110,15 @@ func TestWebhooksOfEveryPath(t *testing.T) {
 		if r.body.Timestamp.IsZero() || strings.Contains(string(r.raw), "content\"") {
 			t.Errorf("body %s", r.raw)
 		}
+		// Only a provider's deciding finding names a provider: the
+		// moderator's and the policy's decisions do not.
+		wantProvider := ""
+		if id == "auto" {
+			wantProvider = domain.DefaultProvider
+		}
+		if r.body.Data.DecidedByProvider != wantProvider {
+			t.Errorf("%s v%d: decided_by_provider %q, want %q", id, r.body.Data.Version, r.body.Data.DecidedByProvider, wantProvider)
+		}
 	}
 	if n := len(h.recv.all()); n != 6 {
 		t.Errorf("%d requests for 6 webhooks", n)

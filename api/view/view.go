@@ -23,6 +23,10 @@ type Review struct {
 	Deadline     time.Time  `json:"deadline"`
 	DecidedAt    *time.Time `json:"decided_at"`
 	Reasons      []string   `json:"reasons"`
+	// DecidedByProvider names the provider whose finding decided the
+	// review; absent while pending and when a moderator or the policy
+	// decided.
+	DecidedByProvider string `json:"decided_by_provider,omitempty"`
 }
 
 // NewReview returns the view of r as it stands.
@@ -36,6 +40,8 @@ func NewReview(r *domain.Review) Review {
 		SubmittedAt:  r.SubmittedAt().UTC(),
 		Deadline:     r.Deadline().UTC(),
 		Reasons:      r.Reasons(),
+
+		DecidedByProvider: r.DecidingProvider(),
 	}
 	if v.Reasons == nil {
 		v.Reasons = []string{}

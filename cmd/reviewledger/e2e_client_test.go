@@ -123,6 +123,8 @@ type reviewView struct {
 	Deadline     time.Time  `json:"deadline"`
 	DecidedAt    *time.Time `json:"decided_at"`
 	Reasons      []string   `json:"reasons"`
+	// DecidedByProvider is the extension naming the deciding provider.
+	DecidedByProvider string `json:"decided_by_provider"`
 }
 
 type eventView struct {

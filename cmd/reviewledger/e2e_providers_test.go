@@ -136,8 +136,8 @@ func TestE2EFailoverPrimaryDown(t *testing.T) {
 	}
 	for _, id := range ids {
 		v := proc.waitSettled(t, id)
-		if v.State != "accepted" {
-			t.Fatalf("%s is %s, want accepted by the fallback: %v", id, v.State, eventTypes(proc.events(t, id)))
+		if v.State != "accepted" || v.DecidedByProvider != "backup" {
+			t.Fatalf("%s is %s decided by %q, want accepted by the fallback: %v", id, v.State, v.DecidedByProvider, eventTypes(proc.events(t, id)))
 		}
 		if took := v.DecidedAt.Sub(v.SubmittedAt); took > 6*time.Second {
 			t.Fatalf("%s decided %s after submission, past its 6s budget", id, took)

@@ -43,6 +43,9 @@ func testSubmitAndRead(t *testing.T, srv *e2eServer) {
 	if got.State != "accepted" || got.Attempts != 1 || got.DecidedAt == nil || got.DecidedAt.Before(got.SubmittedAt) {
 		t.Fatalf("review %+v, want accepted after 1 attempt with decided_at set", got)
 	}
+	if got.DecidedByProvider != "default" {
+		t.Errorf("decided_by_provider %q, want default (the REVIEWLEDGER_PROVIDER* provider)", got.DecidedByProvider)
+	}
 	if !slices.Equal(got.Reasons, []string{"looks fine"}) {
 		t.Errorf("reasons %q, want the provider's", got.Reasons)
 	}

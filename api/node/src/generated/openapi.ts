@@ -585,6 +585,8 @@ export interface components {
              */
             decided_at: string | null;
             reasons: string[];
+            /** @description The provider whose finding decided the review (a name of the policy file's providers, or default); absent while pending and when a moderator or the policy decided. Decision webhooks carry it in data. */
+            decided_by_provider?: string;
         };
         /** @description The stored events. version, type and data are covered by the review's hash chain; recorded_at (and the request ID in the event's metadata) by the signed audit checkpoints once one signs the review (reviewledger audit verify --public-key checks both). */
         Events: {
@@ -1008,6 +1010,8 @@ export interface components {
                 round: number;
                 actor?: string;
                 attempt?: number;
+                /** @description The provider the attempt was sent to (attempt entries): a name of the policy file's providers, or default. */
+                provider?: string;
                 /** @enum {string} */
                 outcome?: "finding" | "failed" | "in_flight";
                 classification?: string;
