@@ -316,6 +316,8 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		e = decodeInto[Unheld](data)
 	case TypeConflictingCompletionRecorded:
 		e = decodeInto[ConflictingCompletionRecorded](data)
+	case TypeShadowObserved:
+		e = decodeInto[ShadowObserved](data)
 	default:
 		return nil, fmt.Errorf("decode event: unknown type %q: %w", typ, ErrCorruptHistory)
 	}

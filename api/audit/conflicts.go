@@ -43,7 +43,9 @@ func (r *Replay) AddConflicts(log *ledger.ConflictLog) {
 		entries = entries[:n]
 	}
 	r.Conflicts = make([]ConflictStep, 0, len(entries))
-	r.ConflictChain = (&ledger.ConflictLog{ReviewID: log.ReviewID, Events: entries}).Verify()
+	shown := *log
+	shown.Events = entries
+	r.ConflictChain = shown.Verify()
 	submitted := r.Review.SubmittedAt()
 	for _, e := range entries {
 		c, _ := e.Event.(domain.ConflictingCompletionRecorded)

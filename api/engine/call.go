@@ -56,6 +56,9 @@ func (e *Engine) call(j *job) {
 		stopCap := e.clock.AfterFunc(t, func() { cancel(errAttemptTimeout) })
 		defer stopCap()
 	}
+	if attempt == 1 {
+		e.shadow(j, j.payload.Content)
+	}
 	e.metrics.calls.Inc()
 	cctx, span := e.startAttempt(ctx, j, attempt, timeout, u.name)
 	res := u.cfg.Provider.Call(cctx, provider.Request{

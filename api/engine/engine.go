@@ -237,9 +237,10 @@ type Engine struct {
 	// active counts the jobs being worked; their goroutines are jobs.
 	active    int
 	working   sync.WaitGroup
-	parked    timers        // wake-ups of parked jobs
-	timerWake chan struct{} // a wake-up earlier than the timer loop's
-	cached    int           // bytes of content kept for parked jobs
+	shadowing sync.WaitGroup // shadow calls (shadow.go)
+	parked    timers         // wake-ups of parked jobs
+	timerWake chan struct{}  // a wake-up earlier than the timer loop's
+	cached    int            // bytes of content kept for parked jobs
 	hints     hints
 
 	// stopping is cancelled (cause ErrShutdown) when Run's context ends:
@@ -385,6 +386,7 @@ func (e *Engine) run(ctx context.Context, works, sweeps bool) error {
 	e.stop(ErrShutdown)
 	loops.Wait()
 	e.working.Wait()
+	e.shadowing.Wait()
 	stopRenewing()
 	renewing.Wait()
 	e.releaseAll()

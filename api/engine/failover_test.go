@@ -95,7 +95,7 @@ func TestTheCircuitOpensOnADeadPrimaryAndClosesWhenItRecovers(t *testing.T) {
 	primary := &switchable{}
 	primary.down.Store(true)
 	backup := &switchable{}
-	circuit := Circuit{FailureRatio: 0.5, Window: time.Minute, MinCalls: 5, OpenFor: 50 * time.Millisecond, Probes: 1}
+	circuit := Circuit{FailureRatio: 0.5, Window: time.Minute, MinCalls: 5, OpenFor: time.Second, Probes: 1}
 	h := newHarness(t, nil, twoProviders(primary, backup, circuit))
 	breaker := h.upstreams["primary"].breaker
 	for i := range 5 {

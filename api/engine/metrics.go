@@ -26,6 +26,7 @@ type metrics struct {
 	leasesLost           prometheus.Counter
 	retryBudgetExhausted *prometheus.CounterVec
 	providerCalls        *prometheus.CounterVec
+	shadowCalls          *prometheus.CounterVec
 	retryWindowAttempts  *prometheus.GaugeVec
 	retryWindowRetries   *prometheus.GaugeVec
 	swept                prometheus.Counter
@@ -61,6 +62,7 @@ func newMetrics(reg prometheus.Registerer, led *ledger.Ledger) (*metrics, error)
 		storeErrors:          counter("store_errors_total", "Failed writes or reads of the ledger or the work records, retried with backoff."),
 		leasesLost:           counter("leases_lost_total", "Provider calls stopped because their review's lease could not be renewed in time, or was found taken."),
 		providerCalls:        counters("provider_calls_total", "Provider calls made by this process, by provider and outcome (finding, accepted_async, or the failure classification).", "provider", "outcome"),
+		shadowCalls:          counters("shadow_calls_total", "Shadow provider calls, by provider and outcome (finding, timeout, error, or skipped when its shadow slots were all taken).", "provider", "outcome"),
 		retryBudgetExhausted: counters("retry_budget_exhausted_total", "Retries refused because the provider's retry budget was spent.", "provider"),
 		retryWindowAttempts:  gauges("retry_budget_window_attempts", "Attempts in the retry budget's sliding window.", "provider"),
 		retryWindowRetries:   gauges("retry_budget_window_retries", "Retries in the retry budget's sliding window.", "provider"),
@@ -71,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, led *ledger.Ledger) (*metrics, error)
 		return m, nil
 	}
 	collectors := append([]prometheus.Collector{m.submitted, m.requeued, m.attempts, m.budgetExhausted, m.conflicts, m.escalations, m.claimed,
-		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted, m.providerCalls,
+		m.inFlight, m.parked, m.calls, m.finished, m.storeErrors, m.leasesLost, m.retryBudgetExhausted, m.providerCalls, m.shadowCalls,
 		m.retryWindowAttempts, m.retryWindowRetries, m.swept, m.sweeperActive}, groupCommitMetrics(led)...)
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
