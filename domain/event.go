@@ -70,6 +70,10 @@ type AttemptStarted struct {
 	// Provider names the provider called; left out for DefaultProvider,
 	// so the attempts of a single-provider deployment read as before.
 	Provider string `json:"provider,omitempty"`
+	// Shadows names the shadow providers a review's first attempt was also
+	// sent to (ShadowObserved records each one's answer); left out when
+	// none, and on every later attempt.
+	Shadows []string `json:"shadows,omitempty"`
 }
 
 // ProviderName returns the provider the attempt was sent to.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 )
 
@@ -57,6 +58,10 @@ type Step struct {
 	// Provider is the provider a StepStart's attempt goes to, one of the
 	// class's route (ClassPolicy.Route).
 	Provider string
+	// Shadows are the shadow providers a StepStart's attempt is also sent
+	// to: the class's (Facts.Shadows) on a review's first attempt, none on
+	// any other.
+	Shadows []string
 }
 
 // Facts are what the decider cannot read from a review's events: what the
@@ -76,6 +81,10 @@ type Facts struct {
 	// is configuration, not part of a review's record: a fallback added in
 	// an outage serves the reviews already pending.
 	Route []string
+	// Shadows are the class's shadow providers in force
+	// (ClassPolicy.Shadows): a review's first attempt records them, the
+	// providers it is also sent to for comparison.
+	Shadows []string
 	// PayloadMissing: the review's content is not stored (purged, or lost
 	// to a crash), so nothing can be sent to the provider.
 	PayloadMissing bool
@@ -132,7 +141,11 @@ func Next(r *Review, now time.Time, f Facts) Step {
 		// A round's first attempt (the first of all, or the first after a
 		// requeue) is not a retry: the retry budget does not count it.
 		provider, _, _ := r.pick(f, false)
-		return r.start(now, false, provider)
+		s := r.start(now, false, provider)
+		if s.Kind == StepStart && r.attempts == 0 && len(f.Shadows) > 0 {
+			s.Shadows = slices.Clone(f.Shadows)
+		}
+		return s
 	}
 	retry := !last.Classification.Recovery()
 	provider, fresh, ok := r.pick(f, retry)
@@ -188,6 +201,7 @@ func (r *Review) EventsFor(s Step, now time.Time) ([]Event, error) {
 		if s.Provider != DefaultProvider {
 			ev.Provider = s.Provider
 		}
+		ev.Shadows = s.Shadows
 		return one(ev, err)
 	case StepClose:
 		return one(r.TimeOutAttempt(AttemptFailure{Attempt: s.Attempt, Classification: s.Classification, Detail: s.Detail}, now))

@@ -47,6 +47,7 @@ type Review struct {
 	inFlightStarted  time.Time
 	inFlightTimeout  time.Duration
 	inFlightProvider string
+	inFlightShadows  []string
 	// tried names the providers the current round has sent attempts to.
 	tried []string
 
@@ -164,6 +165,7 @@ func (r *Review) apply(e Event) error {
 		r.inFlightStarted = e.StartedAt
 		r.inFlightTimeout = time.Duration(e.AttemptTimeoutMS) * time.Millisecond
 		r.inFlightProvider = e.ProviderName()
+		r.inFlightShadows = e.Shadows
 		if !slices.Contains(r.tried, r.inFlightProvider) {
 			r.tried = append(r.tried, r.inFlightProvider)
 		}
@@ -437,6 +439,16 @@ func (r *Review) InFlightProvider() string {
 	return r.inFlightProvider
 }
 
+// InFlightShadows returns the shadow providers the attempt in flight is
+// also sent to (AttemptStarted.Shadows); none when no attempt is in
+// flight.
+func (r *Review) InFlightShadows() []string {
+	if r.inFlight == 0 {
+		return nil
+	}
+	return slices.Clone(r.inFlightShadows)
+}
+
 // InFlight returns the attempt in flight, the revision of its
 // AttemptStarted, when it started and its timeout; attempt is 0 when none.
 func (r *Review) InFlight() (attempt int, revision uint64, started time.Time, timeout time.Duration) {
@@ -459,6 +471,7 @@ func (r *Review) Clone() *Review {
 	c := *r
 	c.reasons = slices.Clone(r.reasons)
 	c.tried = slices.Clone(r.tried)
+	c.inFlightShadows = slices.Clone(r.inFlightShadows)
 	c.approvals = r.Approvals()
 	if len(r.approvals) == 0 {
 		c.approvals = nil

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ func (s *story) step(now time.Duration, f domain.Facts) domain.Step {
 }
 
 var twoProviders = []string{"managed", "selfhosted"}
+
+func withShadows(s domain.Step, shadows ...string) domain.Step { s.Shadows = shadows; return s }
 
 // The failover rules of Next, by name (docs/domain-tests.md lists them).
 func TestNextFailover(t *testing.T) {
@@ -82,6 +85,13 @@ func TestNextFailover(t *testing.T) {
 			s.failWith(1, domain.ClassProviderRefused, 0, time.Second)
 		}, now: time.Second, facts: route(domain.Facts{}),
 			want: domain.Step{Kind: domain.StepEscalate, Reason: domain.ReasonProviderRefused, Detail: "scripted"}},
+		{name: "a first attempt records the class's shadows", now: 0,
+			facts: route(domain.Facts{Shadows: []string{"candidate"}}),
+			want:  withShadows(start(1, false, "managed"), "candidate")},
+		{name: "a retry records no shadows", given: func(s *story) {
+			s.step(0, route(domain.Facts{Shadows: []string{"candidate"}}))
+			s.failWith(1, domain.ClassDeadlineExceeded, 0, 10*time.Second)
+		}, now: 10 * time.Second, facts: route(domain.Facts{Shadows: []string{"candidate"}}), want: start(2, true, "selfhosted")},
 		{name: "failover counts against the attempts", given: func(s *story) {
 			for n := range 3 {
 				s.step(time.Duration(n)*5*time.Second, route(domain.Facts{}))
@@ -98,7 +108,7 @@ func TestNextFailover(t *testing.T) {
 				tc.given(s)
 			}
 			got := domain.Next(s.review, at(tc.now), tc.facts)
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Next =\n %+v\nwant\n %+v", got, tc.want)
 			}
 			evs, err := s.review.EventsFor(got, at(tc.now))
@@ -106,8 +116,8 @@ func TestNextFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range evs {
-				if a, ok := e.(domain.AttemptStarted); ok && a.ProviderName() != tc.want.Provider {
-					t.Fatalf("AttemptStarted.provider = %q, want %q", a.ProviderName(), tc.want.Provider)
+				if a, ok := e.(domain.AttemptStarted); ok && (a.ProviderName() != tc.want.Provider || !slices.Equal(a.Shadows, tc.want.Shadows)) {
+					t.Fatalf("AttemptStarted provider %q shadows %q, want %q and %q", a.ProviderName(), a.Shadows, tc.want.Provider, tc.want.Shadows)
 				}
 			}
 		})

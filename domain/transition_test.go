@@ -108,7 +108,7 @@ func legalTransitions() []transition {
 			check: func(t *testing.T, r *domain.Review, events []domain.Event) {
 				e := events[0].(domain.AttemptStarted)
 				want := domain.AttemptStarted{ReviewID: testID, Attempt: 1, AttemptTimeoutMS: 10000, RemainingBudgetMS: 30000, StartedAt: t0}
-				if e != want {
+				if !reflect.DeepEqual(e, want) {
 					t.Fatalf("event = %+v, want %+v", e, want)
 				}
 				attempt, rev, started, timeout := r.InFlight()

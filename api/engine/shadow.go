@@ -16,15 +16,15 @@ var shadowActor = ledger.Actor{Name: "shadow"}
 var errShadowTimeout = errors.New("shadow call timed out")
 
 // shadow sends the review of j, whose first attempt is starting, to each
-// shadow provider of its class. A shadow never blocks the review: each
+// shadow provider that attempt records (AttemptStarted.Shadows: the
+// class's when the decider started it). A shadow never blocks the review: each
 // call runs on its own, in one of its provider's shadow slots, and is
 // skipped (counted in shadow_calls_total as skipped) when they are all
 // taken; it never decides, never touches the review's stream, its budget
 // or its attempts. Its answer is recorded in the review's shadow stream.
 func (e *Engine) shadow(j *job, content []byte) {
 	snap := j.snap
-	names := e.cfg.Policy.Classes[snap.Class()].Shadows
-	for _, name := range names {
+	for _, name := range snap.InFlightShadows() {
 		u := e.upstreams[name]
 		if u == nil {
 			continue // refused at start; a policy reload cannot add one

@@ -198,9 +198,11 @@ func newBreaker(name string, c Circuit) *gobreaker.TwoStepCircuitBreaker[struct{
 }
 
 // facts returns what the decider needs to know of the providers of r's
-// class: its route in force and the providers whose circuit is open.
+// class: its route and shadows in force and the providers whose circuit
+// is open.
 func (e *Engine) facts(r *domain.Review, f domain.Facts) domain.Facts {
-	f.Route = e.cfg.Policy.Classes[r.Class()].Route()
+	c := e.cfg.Policy.Classes[r.Class()]
+	f.Route, f.Shadows = c.Route(), c.Shadows
 	for _, name := range f.Route {
 		if e.upstreams[name].open() {
 			f.Open = append(f.Open, name)
