@@ -66,7 +66,7 @@ func applyUsed(ctx context.Context, tx pgx.Tx, p projection, t tableSet, events 
 
 // all returns every projection, in a fixed order.
 func all() []projection {
-	return []projection{summaryProjection{}, queueProjection{}, sloProjection{}}
+	return []projection{summaryProjection{}, queueProjection{}, sloProjection{}, providersProjection{}}
 }
 
 // Names returns the names of every projection.
@@ -122,11 +122,13 @@ type event struct {
 	data       domain.Event
 }
 
-// Stream name prefixes: review streams (domain.StreamName) and conflict
-// streams (domain.ConflictStreamName).
+// Stream name prefixes: review streams (domain.StreamName), conflict
+// streams (domain.ConflictStreamName) and shadow streams
+// (domain.ShadowStreamName).
 const (
 	streamPrefix   = "review-"
 	conflictPrefix = "conflicts-"
+	shadowPrefix   = "shadows-"
 )
 
 var knownTypes = map[string]bool{
@@ -145,7 +147,8 @@ var knownTypes = map[string]bool{
 }
 
 // decode turns recorded events into review events: those of review
-// streams, and the conflicting completions of conflict streams. Events of
+// streams, the conflicting completions of conflict streams and the
+// observations of shadow streams. Events of
 // other streams and of types this code does not know are skipped (and
 // counted in skipped): they are not review facts this version can project.
 // A Submitted that names its policy by digest gets it from policies.
@@ -159,6 +162,8 @@ func decode(ctx context.Context, policies *ledger.Policies, recorded []eventstor
 			ok = knownTypes[r.Type]
 		} else if id, ok = strings.CutPrefix(r.Stream, conflictPrefix); ok {
 			ok = r.Type == domain.TypeConflictingCompletionRecorded
+		} else if id, ok = strings.CutPrefix(r.Stream, shadowPrefix); ok {
+			ok = r.Type == domain.TypeShadowObserved
 		}
 		if !ok {
 			skipped++
@@ -173,11 +178,15 @@ func decode(ctx context.Context, policies *ledger.Policies, recorded []eventstor
 	return events, skipped, nil
 }
 
-// isConflict reports whether e is a conflicting completion: an event of a
-// review's conflict stream, whose revision is not the review's.
-func isConflict(e event) bool {
-	_, ok := e.data.(domain.ConflictingCompletionRecorded)
-	return ok
+// isSide reports whether e is an event of one of a review's side streams
+// (a conflicting completion, a shadow observation), whose revision is not
+// the review's.
+func isSide(e event) bool {
+	switch e.data.(type) {
+	case domain.ConflictingCompletionRecorded, domain.ShadowObserved:
+		return true
+	}
+	return false
 }
 
 // reviewIDs returns the reviews the events touch whose first event in the
@@ -186,7 +195,7 @@ func reviewIDs(events []event) []string {
 	seen := make(map[string]bool)
 	var ids []string
 	for _, e := range events {
-		if _, ok := seen[e.reviewID]; ok || isConflict(e) {
+		if _, ok := seen[e.reviewID]; ok || isSide(e) {
 			continue
 		}
 		_, opens := e.data.(domain.Submitted)

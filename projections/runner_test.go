@@ -84,6 +84,34 @@ func checkCounts(t *testing.T, e *env, st workload.Stats) {
 	if n := count(t, e.pool, `SELECT count(*) FROM slo_open`); n != st.States[domain.StatePending]+st.States[domain.StateManualReview] {
 		t.Errorf("slo_open: %d rows, want one per pending or manual review", n)
 	}
+	checkShadows(t, e, st)
+}
+
+// checkShadows compares the providers read model with the workload's
+// recount of its shadow observations.
+func checkShadows(t *testing.T, e *env, st workload.Stats) {
+	t.Helper()
+	for name, want := range st.Shadows {
+		var got workload.ShadowStats
+		if err := e.pool.QueryRow(context.Background(), `SELECT coalesce(sum(shadow_observed), 0), coalesce(sum(shadow_findings), 0),
+			coalesce(sum(compared), 0), coalesce(sum(agreed), 0) FROM provider_minute WHERE provider = $1`, name).
+			Scan(&got.Observed, &got.Findings, &got.Compared, &got.Agreed); err != nil {
+			t.Fatal(err)
+		}
+		if got.Observed != want.Observed || got.Findings != want.Findings || got.Compared != want.Compared || got.Agreed != want.Agreed || want.Compared == 0 {
+			t.Errorf("shadow %s: observed %d findings %d compared %d agreed %d, want %d %d %d %d (some compared)", name,
+				got.Observed, got.Findings, got.Compared, got.Agreed, want.Observed, want.Findings, want.Compared, want.Agreed)
+		}
+		for cell, n := range want.Confusion {
+			if c := count(t, e.pool, `SELECT coalesce(sum(n), 0) FROM provider_confusion WHERE provider = $1 AND shadow_state = $2 AND decided_state = $3`,
+				name, string(cell[0]), string(cell[1])); c != n {
+				t.Errorf("shadow %s: confusion %s/%s = %d, want %d", name, cell[0], cell[1], c, n)
+			}
+		}
+		if c := count(t, e.pool, `SELECT coalesce(sum(n), 0) FROM provider_confusion WHERE provider = $1`, name); c != want.Compared {
+			t.Errorf("shadow %s: confusion sums to %d, want %d", name, c, want.Compared)
+		}
+	}
 }
 
 func TestIncrementalEqualsRebuild(t *testing.T) {
@@ -107,7 +135,7 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 			r := e.runner(t, nil)
 			stop := run(t, r)
 			// Writers append while the runner projects.
-			st := e.workload(t, workload.Config{Reviews: 400, Writers: 4, Seed: 7})
+			st := e.workload(t, workload.Config{Reviews: 400, Writers: 4, Seed: 7, Shadows: []string{"candidate", "rival"}})
 			waitCaughtUp(t, e.pool, st.Events)
 			for _, p := range all() {
 				name := p.name()
@@ -267,7 +295,7 @@ func TestSecondRunnerTakesOver(t *testing.T) {
 		return n
 	}
 	stopA := run(t, a)
-	clocktest.Eventually(t, "runner a active", func() bool { return active(a) == 3 })
+	clocktest.Eventually(t, "runner a active", func() bool { return active(a) == len(all()) })
 	run(t, b)
 	st := e.workload(t, workload.Config{Reviews: 100, Writers: 2, Seed: 5})
 	waitCaughtUp(t, e.pool, st.Events)
@@ -275,7 +303,7 @@ func TestSecondRunnerTakesOver(t *testing.T) {
 		t.Fatalf("runner b is active while a holds the locks")
 	}
 	stopA() // the first process goes away
-	clocktest.Eventually(t, "runner b active", func() bool { return active(b) == 3 })
+	clocktest.Eventually(t, "runner b active", func() bool { return active(b) == len(all()) })
 	more := e.workload(t, workload.Config{Reviews: 100, Prefix: "more-", Writers: 2, Seed: 6})
 	waitCaughtUp(t, e.pool, st.Events+more.Events)
 }
@@ -484,7 +512,7 @@ func TestBatchSizesAgree(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.workload(t, workload.Config{Reviews: 120, Writers: 2, Seed: 31})
+	e.workload(t, workload.Config{Reviews: 120, Writers: 2, Seed: 31, Shadows: []string{"candidate"}})
 	var want map[string][]string
 	for _, size := range []int{5000, 1, 7, 64} {
 		r := e.runner(t, func(c *Config) { c.BatchSize = size })
@@ -512,8 +540,8 @@ func TestLockLostRejoins(t *testing.T) {
 	waitCaughtUp(t, e.pool, st.Events)
 	// Only this test's database: its own lock sessions.
 	if n := count(t, e.pool, `SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l
-		JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`); n != 3 {
-		t.Fatalf("terminated %d lock sessions, want 3", n)
+		JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`); n != int64(len(all())) {
+		t.Fatalf("terminated %d lock sessions, want %d", n, len(all()))
 	}
 	clocktest.Eventually(t, "the errors counted", func() bool {
 		for _, p := range all() {

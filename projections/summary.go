@@ -22,8 +22,9 @@ func (summaryProjection) version() int     { return 1 }
 func (summaryProjection) tables() []string { return []string{"review_summary"} }
 
 // uses: every event of the review's own stream moves its row (version and
-// updated_at at least); conflicting completions change nothing in it.
-func (summaryProjection) uses(e event) bool { return !isConflict(e) }
+// updated_at at least); the events of its side streams (conflicting
+// completions, shadow observations) change nothing in it.
+func (summaryProjection) uses(e event) bool { return !isSide(e) }
 
 type summaryRow struct {
 	reviewID         string

@@ -35,11 +35,16 @@ type Config struct {
 	Spacing time.Duration
 	// Policy; DefaultPolicy() when it has no classes.
 	Policy domain.Policy
+	// Shadows, when set, are the shadow providers of every review's first
+	// attempt: each review's shadow stream gets an observation from each
+	// (a finding, a timeout or an error), before the review's first
+	// finding or after its history, or none (a shadow skipped).
+	Shadows []string
 }
 
 // Stats counts what a workload appended. Events includes the conflicting
 // completions (late and duplicate findings), recorded in the reviews'
-// conflict streams as the runner records them, and the policy snapshots
+// conflict streams as the runner records them, the shadow observations, and the policy snapshots
 // of the classes that were not stored yet (one event each, in a stream of
 // its own).
 type Stats struct {
@@ -49,6 +54,26 @@ type Stats struct {
 	Policies  int64
 	Conflicts int64
 	States    map[domain.State]int64
+	// Shadows recounts, per shadow provider, the observations appended and
+	// how their findings compare with their review's first finding.
+	Shadows map[string]*ShadowStats
+}
+
+// ShadowStats is one shadow provider's recount: Compared counts its
+// findings on reviews that got a finding of their own, Agreed those of the
+// same state, Confusion them by [shadow state, review's first finding].
+type ShadowStats struct {
+	Observed, Findings, Compared, Agreed int64
+	Confusion                            map[[2]domain.Decision]int64
+}
+
+func (s Stats) shadow(name string) *ShadowStats {
+	c := s.Shadows[name]
+	if c == nil {
+		c = &ShadowStats{Confusion: map[[2]domain.Decision]int64{}}
+		s.Shadows[name] = c
+	}
+	return c
 }
 
 // Run appends the workload to l and returns what it appended.
@@ -74,6 +99,7 @@ func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
 		events atomic.Int64
 		confl  atomic.Int64
 		states = map[domain.State]int64{}
+		stats  = Stats{Shadows: map[string]*ShadowStats{}}
 	)
 	for w := range cfg.Writers {
 		wg.Add(1)
@@ -94,13 +120,15 @@ func Run(ctx context.Context, l *ledger.Ledger, cfg Config) (Stats, error) {
 				}
 				mu.Lock()
 				states[rv.State()]++
+				wr.recount(stats)
 				mu.Unlock()
 			}
 			confl.Add(wr.conflicts)
 		}()
 	}
 	wg.Wait()
-	return Stats{Reviews: int64(cfg.Reviews), Events: policies + events.Load(), Policies: policies, Conflicts: confl.Load(), States: states}, first
+	stats.Reviews, stats.Events, stats.Policies, stats.Conflicts, stats.States = int64(cfg.Reviews), policies+events.Load(), policies, confl.Load(), states
+	return stats, first
 }
 
 // storePolicies stores the snapshot of every class of p before the reviews
@@ -128,17 +156,97 @@ type writer struct {
 	rng       *rand.Rand
 	classes   []string
 	conflicts int64
+	// later are the shadow observations of the review being written that
+	// come after its history, observed all of them, and first the state of
+	// its first finding ("" when it got none).
+	later    []domain.ShadowObserved
+	observed []domain.ShadowObserved
+	first    domain.Decision
+}
+
+// recount adds the shadow observations of the review just written to st.
+func (w *writer) recount(st Stats) {
+	for _, o := range w.observed {
+		c := st.shadow(o.Provider)
+		c.Observed++
+		if o.Outcome != domain.ShadowFinding {
+			continue
+		}
+		c.Findings++
+		if w.first == "" {
+			continue
+		}
+		c.Compared++
+		if o.State == w.first {
+			c.Agreed++
+		}
+		c.Confusion[[2]domain.Decision{o.State, w.first}]++
+	}
 }
 
 var (
 	runner    = ledger.Actor{Name: "runner"}
 	sweeper   = ledger.Actor{Name: "sweeper"}
+	shadower  = ledger.Actor{Name: "shadow"}
 	moderator = []string{"ada", "bo", "cy"}
 )
 
-// review writes one review's history starting at now and returns the
-// review, and how many events were appended.
+// review writes one review's history starting at now, then the shadow
+// observations that come after it, and returns the review and how many
+// events were appended.
 func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.Snapshot, int64, error) {
+	w.later, w.observed, w.first = w.later[:0], w.observed[:0], ""
+	rv, n, err := w.history(ctx, id, now)
+	if err != nil {
+		return rv, n, err
+	}
+	for _, o := range w.later {
+		if err := w.l.RecordShadow(ctx, o, shadower); err != nil {
+			return rv, n, err
+		}
+		n++
+	}
+	return rv, n, nil
+}
+
+// shadows returns the observations of the shadows of a review's first
+// attempt (start), recording at once those that come before its first
+// finding and keeping the others for after its history; a shadow of
+// twenty is skipped.
+func (w *writer) shadows(ctx context.Context, rv *ledger.Snapshot, start domain.AttemptStarted) (int64, error) {
+	var n int64
+	for _, name := range start.Shadows {
+		if w.rng.Float64() < 0.05 {
+			continue
+		}
+		res := domain.ShadowResult{Provider: name, Outcome: domain.ShadowFinding, State: domain.DecisionAccepted,
+			StartedAt: start.StartedAt, Took: time.Duration(50+w.rng.IntN(4000)) * time.Millisecond}
+		switch r := w.rng.Float64(); {
+		case r < 0.3:
+			res.State = domain.DecisionRejected
+		case r < 0.4:
+			res.Outcome, res.State, res.Classification = domain.ShadowTimeout, "", domain.ClassDeadlineExceeded
+		case r < 0.45:
+			res.Outcome, res.State, res.Classification = domain.ShadowError, "", domain.ClassProviderUnavailable
+		}
+		o, err := rv.ObserveShadow(res)
+		if err != nil {
+			return n, err
+		}
+		w.observed = append(w.observed, o)
+		if w.rng.Float64() < 0.5 {
+			w.later = append(w.later, o)
+			continue
+		}
+		if err := w.l.RecordShadow(ctx, o, shadower); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (w *writer) history(ctx context.Context, id string, now time.Time) (*ledger.Snapshot, int64, error) {
 	class := w.classes[w.rng.IntN(len(w.classes))]
 	pol := w.cfg.Policy.Classes[class]
 	sub, err := domain.Submit(domain.SubmitCommand{
@@ -200,7 +308,15 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 			case err != nil:
 				return rv, n, err
 			}
+			if start.Attempt == 1 {
+				start.Shadows = slices.Clone(w.cfg.Shadows)
+			}
 			if err := add(runner, start); err != nil {
+				return rv, n, err
+			}
+			shadowed, err := w.shadows(ctx, rv, start)
+			n += shadowed
+			if err != nil {
 				return rv, n, err
 			}
 			if w.rng.Float64() < 0.01 {
@@ -219,6 +335,9 @@ func (w *writer) review(ctx context.Context, id string, now time.Time) (*ledger.
 				evs, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: start.Attempt, State: state, Reasons: []string{"rule:" + string(state)}}, domain.SourceResponse, now)
 				if err != nil {
 					return rv, n, err
+				}
+				if w.first == "" {
+					w.first = state
 				}
 				if err := add(ledger.Actor{Name: "provider"}, evs...); err != nil {
 					return rv, n, err
