@@ -27,7 +27,9 @@ func promtool(t *testing.T) string {
 // TestAlertRules generates the rules for testdata/alerts_policy.yaml and
 // runs promtool on them: `check rules` (syntax and lint) and `test rules`
 // with testdata/alerts_test.yml, whose synthetic series must fire at a
-// 14.4× burn and stay silent at 1×, per class.
+// 14.4× burn and stay silent at 1×, per class, and fire for a failing
+// provider (or shadow provider) alone, never under the failing share nor
+// without calls.
 func TestAlertRules(t *testing.T) {
 	tool := promtool(t)
 	dir := t.TempDir()
@@ -65,6 +67,10 @@ func TestAlertsOutput(t *testing.T) {
 		`content_class:reviewledger_review_errors:ratio_rate1h{content_class="publishing_rule"} >= 0.144`,
 		`reviewledger_manual_queue_oldest_age_seconds{job="reviewledger",env=~"prod|staging",content_class="transcript_import"}) > 3600`,
 		"alert: ProviderRetryBudgetExhausted",
+		`sum by (provider) (rate(reviewledger_engine_provider_calls_total{job="reviewledger",env=~"prod|staging",outcome!~"finding|accepted_async|worker_lost|cancelled|store_unavailable"}[5m]))`,
+		`sum by (provider) (rate(reviewledger_engine_shadow_calls_total{job="reviewledger",env=~"prod|staging",outcome=~"finding|timeout|error"}[5m]))`,
+		"alert: ProviderFailing",
+		"alert: ShadowProviderFailing",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rules lack %q:\n%s", want, out)
@@ -86,6 +92,10 @@ func TestAlertsRefuses(t *testing.T) {
 		{[]string{"alerts", "--policy", bad}, `REVIEWLEDGER_POLICY: ` + bad + `: class "c": objective`},
 		{[]string{"alerts", "--selector", "job=reviewledger"}, `--selector: "job=reviewledger" is not a label matcher`},
 		{[]string{"alerts", "--queue-for", "0s"}, "--queue-for"},
+		{[]string{"alerts", "--provider-failing", "0"}, "--provider-failing: must be a share above 0 and below 1, got 0"},
+		{[]string{"alerts", "--provider-failing", "1"}, "--provider-failing: must be a share above 0 and below 1, got 1"},
+		{[]string{"alerts", "--provider-failing=-0.2"}, "--provider-failing: must be a share above 0 and below 1"},
+		{[]string{"alerts", "--provider-failing-for", "0s"}, "--provider-failing-for"},
 	} {
 		code, _, stderr := runCLI(t, context.Background(), tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

@@ -3,12 +3,14 @@
 // ratio over the windows of the multi-window, multi-burn-rate alerts
 // (Google's SRE workbook, "Alerting on SLOs"), the burn-rate alerts
 // themselves with each class's objective, manual-queue age against each
-// class's queue SLA, the provider's retry budget running out, and the SLIs
-// going missing.
+// class's queue SLA, the provider's retry budget running out, a provider
+// (or a shadow provider) failing most of its calls, and the SLIs going
+// missing.
 //
 // The rules read the SLIs of package projections, which the process
-// running the SLO projection exports; every expression sums over
-// processes, so it holds whichever process that is.
+// running the SLO projection exports, and the engine's per-process
+// counters; every expression sums over processes, so it holds whichever
+// process that is.
 package alert
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -55,6 +58,12 @@ type Options struct {
 	// retry-budget and missing-SLI conditions must hold before alerting.
 	// Defaults 5m, 10m, 10m.
 	QueueFor, RetryFor, AbsentFor time.Duration
+	// ProviderFailing is the share of a provider's calls over
+	// ProviderWindow that must fail, for ProviderFailingFor, before
+	// ProviderFailing (or, for a shadow provider, ShadowProviderFailing)
+	// fires. Defaults 0.5 (a circuit's default failure_ratio) and 10m.
+	ProviderFailing    float64
+	ProviderFailingFor time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -67,13 +76,23 @@ func (o *Options) setDefaults() {
 	if o.AbsentFor == 0 {
 		o.AbsentFor = 10 * time.Minute
 	}
+	if o.ProviderFailing == 0 {
+		o.ProviderFailing = 0.5
+	}
+	if o.ProviderFailingFor == 0 {
+		o.ProviderFailingFor = 10 * time.Minute
+	}
 }
 
 // matcher is one label matcher: name, operator, double-quoted value.
 var matcher = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$`)
 
-// Validate checks the selector: label matchers separated by commas.
+// Validate checks the selector (label matchers separated by commas) and
+// the failing share (zero takes the default).
 func (o Options) Validate() error {
+	if o.ProviderFailing < 0 || o.ProviderFailing >= 1 {
+		return fmt.Errorf("provider-failing: must be a share above 0 and below 1, got %v", o.ProviderFailing)
+	}
 	if o.Selector == "" {
 		return nil
 	}
@@ -112,8 +131,28 @@ const (
 	AlertBurn        = "ReviewErrorBudgetBurn"
 	AlertQueueAge    = "ManualQueueOlderThanSLA"
 	AlertRetryBudget = "ProviderRetryBudgetExhausted"
+	AlertProvider    = "ProviderFailing"
+	AlertShadow      = "ShadowProviderFailing"
 	AlertSLIAbsent   = "ReviewSLIsMissing"
 )
+
+// The engine's call counters (package api/engine), per process, by
+// provider and outcome.
+const (
+	MetricProviderCalls = "reviewledger_engine_provider_calls_total"
+	MetricShadowCalls   = "reviewledger_engine_shadow_calls_total"
+)
+
+// ProviderWindow is the window of the failing share of ProviderFailing and
+// ShadowProviderFailing.
+const ProviderWindow = "5m"
+
+// NotTheProviders are the failure classifications of calls we stopped
+// ourselves (domain.Classification.Recovery: the worker lost, the process
+// shutting down, the store unavailable): like the provider's circuit and
+// its retry budget, the failing share counts them neither as failures nor
+// as calls.
+var NotTheProviders = []domain.Classification{domain.ClassWorkerLost, domain.ClassCancelled, domain.ClassStoreUnavailable}
 
 // ErrorRatio is the name of the recording rule of the error ratio over
 // window.
@@ -188,6 +227,8 @@ func Rules(p domain.Policy, opts Options) (File, error) {
 				"description": "{{ $value | humanize }} retries a second to {{ $labels.provider }} were refused over the last 5 minutes; reviews that needed them escalate (retry_budget_exhausted). The provider is failing more attempts than the budget (REVIEWLEDGER_RETRY_BUDGET) allows to retry.",
 			},
 		},
+		providerRule(sel, opts),
+		shadowRule(sel, opts),
 		Rule{
 			Alert:  AlertSLIAbsent,
 			Expr:   fmt.Sprintf("absent(%s%s)", projections.MetricQueueDepth, sel()),
@@ -199,6 +240,61 @@ func Rules(p domain.Policy, opts Options) (File, error) {
 			},
 		})
 	return File{Groups: []Group{rec, alerts}}, nil
+}
+
+// providerRule fires per provider when the share of its calls over
+// ProviderWindow that failed (neither a finding nor accepted for a
+// callback, nor stopped by us) is above opts.ProviderFailing.
+func providerRule(sel func(...string) string, opts Options) Rule {
+	ours := make([]string, len(NotTheProviders))
+	for i, c := range NotTheProviders {
+		ours[i] = string(c)
+	}
+	answered := append([]string{provider.OutcomeFinding.String(), provider.OutcomeAccepted.String()}, ours...)
+	share := number(opts.ProviderFailing)
+	return Rule{
+		Alert: AlertProvider,
+		Expr: fmt.Sprintf("sum by (provider) (rate(%s%s[%s]))\n/\nsum by (provider) (rate(%s%s[%s]))\n> %s",
+			MetricProviderCalls, sel(fmt.Sprintf("outcome!~%q", strings.Join(answered, "|"))), ProviderWindow,
+			MetricProviderCalls, sel(fmt.Sprintf("outcome!~%q", strings.Join(ours, "|"))), ProviderWindow, share),
+		For:    promDuration(opts.ProviderFailingFor),
+		Labels: map[string]string{"severity": "ticket"},
+		Annotations: map[string]string{
+			"summary": "Provider {{ $labels.provider }} is failing more than " + percent(opts.ProviderFailing) + " of its calls",
+			"description": "{{ $value | humanizePercentage }} of the calls to {{ $labels.provider }} over the last " + ProviderWindow +
+				" failed (timeouts, transport errors, 5xx, 429, refusals, invalid findings; calls we stopped ourselves are not counted). " +
+				"Failover is automatic: a failed attempt is retried on its class's next provider, and once the provider's circuit opens it is passed over but probed; " +
+				"a class with no fallback keeps retrying it and its reviews escalate as their budgets run out. " +
+				"Check the provider's health, its circuit and its calls by outcome (reviewledger_engine_provider_calls_total); see docs/operations.md, \"Providers failing\".",
+		},
+	}
+}
+
+// shadowRule fires per shadow provider when the share of its calls over
+// ProviderWindow that timed out or failed is above opts.ProviderFailing;
+// calls skipped for want of a shadow slot were never made.
+func shadowRule(sel func(...string) string, opts Options) Rule {
+	failed := string(domain.ShadowTimeout) + "|" + string(domain.ShadowError)
+	made := strings.Join([]string{string(domain.ShadowFinding), failed}, "|")
+	return Rule{
+		Alert: AlertShadow,
+		Expr: fmt.Sprintf("sum by (provider) (rate(%s%s[%s]))\n/\nsum by (provider) (rate(%s%s[%s]))\n> %s",
+			MetricShadowCalls, sel(fmt.Sprintf("outcome=~%q", failed)), ProviderWindow,
+			MetricShadowCalls, sel(fmt.Sprintf("outcome=~%q", made)), ProviderWindow, number(opts.ProviderFailing)),
+		For:    promDuration(opts.ProviderFailingFor),
+		Labels: map[string]string{"severity": "info"},
+		Annotations: map[string]string{
+			"summary": "Shadow provider {{ $labels.provider }} is failing more than " + percent(opts.ProviderFailing) + " of its calls",
+			"description": "{{ $value | humanizePercentage }} of the shadow calls to {{ $labels.provider }} over the last " + ProviderWindow +
+				" timed out or failed. A shadow never decides a review, so nothing is at risk, but its observations (the ShadowObserved events of shadows-<review_id>) say little about it until it answers: " +
+				"check the provider before judging it, or take it out of its classes' shadows; see docs/operations.md, \"Providers failing\".",
+		},
+	}
+}
+
+// percent formats a share as a percentage: 0.5 is 50%.
+func percent(f float64) string {
+	return number(f*100) + "%"
 }
 
 // burnRule is the alert of one severity for class: any of burns holds.

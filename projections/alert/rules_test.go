@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,63 @@ func TestRulesPerClass(t *testing.T) {
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no rule has %q", want)
+		}
+	}
+}
+
+func TestProviderFailingOption(t *testing.T) {
+	t.Parallel()
+	for share, ok := range map[float64]bool{0: true, 0.5: true, 0.05: true, 0.999: true, 1: false, 1.5: false, -0.1: false} {
+		if err := (Options{ProviderFailing: share}).Validate(); (err == nil) != ok {
+			t.Errorf("provider failing %v: %v, want ok %v", share, err, ok)
+		}
+	}
+}
+
+// The calls the failing share leaves out are exactly those that failed
+// for a reason of our own, as the provider's circuit and retry budget
+// leave them out.
+func TestNotTheProviders(t *testing.T) {
+	t.Parallel()
+	for _, c := range []domain.Classification{domain.ClassDeadlineExceeded, domain.ClassTransportError, domain.ClassProviderUnavailable,
+		domain.ClassRateLimited, domain.ClassInvalidFinding, domain.ClassProviderRefused, domain.ClassWorkerLost, domain.ClassCancelled,
+		domain.ClassStoreUnavailable} {
+		if got := slices.Contains(NotTheProviders, c); got != c.Recovery() {
+			t.Errorf("%s: left out %v, but Recovery() is %v", c, got, c.Recovery())
+		}
+	}
+}
+
+// The provider rules take their share and duration from the options, per
+// provider.
+func TestProviderRules(t *testing.T) {
+	t.Parallel()
+	f, err := Rules(domain.DefaultPolicy(), Options{Selector: `job="rl"`, ProviderFailing: 0.25, ProviderFailingFor: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]Rule{}
+	for _, r := range f.Groups[1].Rules {
+		if r.Alert == AlertProvider || r.Alert == AlertShadow {
+			rules[r.Alert] = r
+		}
+	}
+	for alert, want := range map[string]struct{ severity, expr string }{
+		AlertProvider: {"ticket", "sum by (provider) (rate(reviewledger_engine_provider_calls_total{job=\"rl\",outcome!~\"finding|accepted_async|worker_lost|cancelled|store_unavailable\"}[5m]))\n/\n" +
+			"sum by (provider) (rate(reviewledger_engine_provider_calls_total{job=\"rl\",outcome!~\"worker_lost|cancelled|store_unavailable\"}[5m]))\n> 0.25"},
+		AlertShadow: {"info", "sum by (provider) (rate(reviewledger_engine_shadow_calls_total{job=\"rl\",outcome=~\"timeout|error\"}[5m]))\n/\n" +
+			"sum by (provider) (rate(reviewledger_engine_shadow_calls_total{job=\"rl\",outcome=~\"finding|timeout|error\"}[5m]))\n> 0.25"},
+	} {
+		r, ok := rules[alert]
+		switch {
+		case !ok:
+			t.Errorf("no %s rule", alert)
+		case r.Expr != want.expr:
+			t.Errorf("%s: expr\n%s\nwant\n%s", alert, r.Expr, want.expr)
+		case r.For != "15m" || r.Labels["severity"] != want.severity:
+			t.Errorf("%s: for %s, labels %v, want 15m and severity %s", alert, r.For, r.Labels, want.severity)
+		case !strings.Contains(r.Annotations["summary"], "{{ $labels.provider }} is failing more than 25% of its calls"):
+			t.Errorf("%s: summary %q", alert, r.Annotations["summary"])
 		}
 	}
 }
