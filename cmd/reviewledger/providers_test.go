@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
+	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 )
 
 var providerSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("a provider's secret, 32 bytes.."))
@@ -110,5 +115,62 @@ func TestParsePolicyProvidersRefuses(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The example of docs/contracts.md, "Providers", is a policy file serve
+// accepts, with the routes the page gives.
+func TestContractsProvidersExample(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/contracts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n### Providers\n")
+	if !ok {
+		t.Fatal(`docs/contracts.md has no "### Providers" section`)
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal(`no yaml block in docs/contracts.md, "Providers"`)
+	}
+	example, _, _ := strings.Cut(block, "```")
+	t.Setenv("MANAGED_CALLBACK_SECRET", providerSecret)
+	t.Setenv("CANDIDATE_CALLBACK_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("the candidate's secret, 32 bytes")))
+	f, err := parsePolicyFile([]byte(example))
+	if err != nil {
+		t.Fatalf("the example is refused: %v", err)
+	}
+	routes := map[string][]string{
+		"caption_suggestion": {"managed", "selfhosted", "default"},
+		"transcript_import":  {"default", "managed"},
+		"publishing_rule":    {"default"},
+	}
+	for class, want := range routes {
+		if got := f.Policy.Classes[class].Route(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: route %v, want %v", class, got, want)
+		}
+	}
+	if got := f.Policy.Classes["caption_suggestion"].Shadows; !reflect.DeepEqual(got, []string{"candidate"}) {
+		t.Errorf("caption_suggestion: shadows %v, want [candidate]", got)
+	}
+	for name, spec := range f.Providers {
+		if spec.Upstream.Circuit.Window != 0 && spec.Upstream.Circuit.Window < 10*time.Millisecond {
+			t.Errorf("provider %q: circuit.window %s, below the engine's 10ms", name, spec.Upstream.Circuit.Window)
+		}
+	}
+	// serve builds each provider from it: the http adapters and the
+	// simulator with its settings.
+	signer, err := provider.NewSigner(providerSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(context.Context, string, http.Header, []byte) error { return nil }
+	ups, stop, err := EngineConfig{}.upstreams(&Config{Providers: f.Providers}, signer, deliver)
+	if err != nil {
+		t.Fatalf("the example's providers are refused: %v", err)
+	}
+	defer func() { _ = stop() }()
+	if len(ups) != 3 {
+		t.Fatalf("%d providers built, want 3", len(ups))
 	}
 }
