@@ -56,7 +56,7 @@ test: services ## Run every test with the race detector, against the local Postg
 	$(GO) run ./cmd/testreport -race -count=1 $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput, decoding; BELOW TARGET marks a figure under its target.
+bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput (and beside a hanging shadow, side by side), decoding; BELOW TARGET marks a figure under its target.
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/pgstore/
 	set -o pipefail; REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(--- )?FAIL'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore

@@ -18,10 +18,18 @@ import (
 func withShadow(p provider.Provider, n int) func(*Config) {
 	return func(c *Config) {
 		c.Provider = &disagreeing{}
+		withShadowOn("c", p, n)(c)
+	}
+}
+
+// withShadowOn makes p, with concurrency n (0: Config.Calls), the shadow
+// provider "shadow" of class, which the policy must have.
+func withShadowOn(class string, p provider.Provider, n int) func(*Config) {
+	return func(c *Config) {
 		c.Providers = map[string]Upstream{"shadow": {Provider: p, Concurrency: n}}
-		cp := c.Policy.Classes["c"]
+		cp := c.Policy.Classes[class]
 		cp.Shadows = []string{"shadow"}
-		c.Policy.Classes["c"] = cp
+		c.Policy.Classes[class] = cp
 	}
 }
 

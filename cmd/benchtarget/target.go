@@ -1,7 +1,8 @@
 // Package target judges measured figures against their targets, for the
 // benchmarks `make bench` runs: each figure that has a target is printed
 // with its verdict beside it, so that a figure under target cannot pass
-// unnoticed in a page of numbers.
+// unnoticed in a page of numbers. It also computes the latency quantiles
+// those figures report, by nearest rank (Quantile).
 package benchtarget
 
 import "fmt"

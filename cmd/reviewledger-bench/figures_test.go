@@ -35,30 +35,6 @@ func TestMedianOfOddAndEvenCounts(t *testing.T) {
 	}
 }
 
-func TestQuantileIsTheNearestRank(t *testing.T) {
-	var ds []time.Duration
-	for i := 100; i >= 1; i-- { // out of order: quantile sorts a copy
-		ds = append(ds, time.Duration(i)*time.Millisecond)
-	}
-	for _, c := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
-		if got := quantile(ds, c.q); got != c.want {
-			t.Errorf("quantile(1..100 ms, %v) = %v, want %v", c.q, got, c.want)
-		}
-	}
-	if ds[0] != 100*time.Millisecond {
-		t.Error("quantile sorted its argument in place")
-	}
-	if got := quantile([]time.Duration{3, 1, 2}, 0.5); got != 2 {
-		t.Errorf("quantile of three, 0.5 = %v, want the middle one", got)
-	}
-	if got := quantile(nil, 0.99); got != 0 {
-		t.Errorf("quantile of none = %v, want 0", got)
-	}
-}
-
 func TestParseProcStat(t *testing.T) {
 	// A command name with a space and a parenthesis, as a process may
 	// give itself; utime 250 and stime 50 ticks, cutime 7, cstime 3.

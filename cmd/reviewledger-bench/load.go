@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
 )
 
@@ -335,7 +335,7 @@ func serviceRound(ctx context.Context, cfg Config, floorMode string) (figures, *
 	}
 	f := figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(),
 		CPU: share, PeakRSS: rss, Commits: after.minus(before)}
-	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
+	f.P50, f.P99 = benchtarget.Quantile(latencies, 0.5), benchtarget.Quantile(latencies, 0.99)
 	return f, srv, cleanup, nil
 }
 
@@ -412,14 +412,4 @@ func crudRound(ctx context.Context, cfg Config) (figures, error) {
 		return figures{}, err
 	}
 	return figures{Reviews: cfg.Reviews, Elapsed: elapsed, PerSecond: float64(cfg.Reviews) / elapsed.Seconds(), CPU: share}, nil
-}
-
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(float64(len(s))*q+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 )
 
 // Targets of the 2-core machine (docs/benchmarks.md).
@@ -127,7 +129,7 @@ func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error)
 		return nil, err
 	}
 	return &latencyRun{rate: rate, reviews: len(latencies), elapsed: elapsed,
-		p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99)}, nil
+		p50: benchtarget.Quantile(latencies, 0.5), p99: benchtarget.Quantile(latencies, 0.99)}, nil
 }
 
 func median(rounds []round, f func(round) float64) float64 {

@@ -408,7 +408,7 @@ func (r *scaleRun) endToEnd(ctx context.Context, profile string) (figures, error
 		return figures{}, err
 	}
 	f := figures{Reviews: r.sc.Round, Elapsed: elapsed, PerSecond: float64(r.sc.Round) / elapsed.Seconds(), PeakRSS: rss}
-	f.P50, f.P99 = quantile(latencies, 0.5), quantile(latencies, 0.99)
+	f.P50, f.P99 = benchtarget.Quantile(latencies, 0.5), benchtarget.Quantile(latencies, 0.99)
 	return f, nil
 }
 

@@ -200,7 +200,7 @@ func (r *scaleRun) get(ctx context.Context, token, path string) (time.Duration, 
 			lat = append(lat, d)
 		}
 	}
-	return quantile(lat, 0.99), nil
+	return benchtarget.Quantile(lat, 0.99), nil
 }
 
 // worst measures each path and prints the highest p99, naming its path.
@@ -371,7 +371,7 @@ func (r *scaleRun) steady(ctx context.Context, rate float64) error {
 	if err != nil {
 		return err
 	}
-	r.line("steady load at half the peak", fmt.Sprintf("%d reviews in %s at %.0f/s, p99 %s", len(latencies), r.sc.Steady, rate, ms(quantile(latencies, 0.99))), "", "")
+	r.line("steady load at half the peak", fmt.Sprintf("%d reviews in %s at %.0f/s, p99 %s", len(latencies), r.sc.Steady, rate, ms(benchtarget.Quantile(latencies, 0.99))), "", "")
 	r.behind(behind)
 	var grew []string
 	for _, name := range steadyTables {
@@ -517,7 +517,7 @@ func (r *scaleRun) audit(ctx context.Context) error {
 		}
 		lat = append(lat, d)
 	}
-	p99 := quantile(lat, 0.99)
+	p99 := benchtarget.Quantile(lat, 0.99)
 	r.line("audit verify --review ID (the whole command)", fmt.Sprintf("p99 %s over %d reviews", ms(p99), len(lat)),
 		"< "+ms(targetAuditOne), benchtarget.VerdictUnder(msf(p99), msf(targetAuditOne)))
 	return nil
