@@ -56,6 +56,8 @@ var protected = []route{
 	{"GET", "/v1/slo", []Role{RoleAuditor, RoleModerator}},
 	{"GET", "/v1/slo/series", []Role{RoleAuditor, RoleModerator}},
 	{"GET", "/v1/slo/attempts", []Role{RoleAuditor, RoleModerator}},
+	{"GET", "/v1/slo/providers", []Role{RoleAuditor, RoleModerator}},
+	{"GET", "/v1/slo/providers/series", []Role{RoleAuditor, RoleModerator}},
 }
 
 func TestRoleTable(t *testing.T) {

@@ -58,6 +58,12 @@ type ReadModels interface {
 	// AttemptServiceTimes is each class's attempt service-time
 	// distribution over the window ending at now.
 	AttemptServiceTimes(ctx context.Context, class string, window time.Duration, now time.Time) ([]projections.ServiceTimes, error)
+	// ProviderSLO is each provider's figures per class over the window
+	// ending at now; class and provider "" mean all.
+	ProviderSLO(ctx context.Context, window time.Duration, class, provider string, now time.Time) (projections.ProviderReport, error)
+	// ProviderSeries is ProviderSLO step by step. Errors:
+	// projections.ErrInvalidQuery naming the field (step).
+	ProviderSeries(ctx context.Context, window, step time.Duration, class, provider string, now time.Time) (projections.ProviderSeries, error)
 }
 
 var _ ReadModels = (*projections.DB)(nil)

@@ -165,6 +165,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"SLO":               reflect.TypeFor[projections.SLOSummary](),
 		"SLOSeries":         reflect.TypeFor[projections.Series](),
 		"SLOAttempts":       reflect.TypeFor[attemptsView](),
+		"SLOProviders":      reflect.TypeFor[projections.ProviderReport](),
+		"SLOProviderSeries": reflect.TypeFor[projections.ProviderSeries](),
 		"Problem":           reflect.TypeFor[Problem](),
 		"Ready":             reflect.TypeFor[readyView](),
 		"SubmitRequest":     reflect.TypeFor[submitBody](),

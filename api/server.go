@@ -159,6 +159,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/slo", s.slo, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/slo/series", s.sloSeries, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/slo/attempts", s.sloAttempts, s.require(RoleAuditor, RoleModerator))
+	e.GET("/v1/slo/providers", s.sloProviders, s.require(RoleAuditor, RoleModerator))
+	e.GET("/v1/slo/providers/series", s.sloProviderSeries, s.require(RoleAuditor, RoleModerator))
 	e.GET("/v1/me", s.me, s.require(RoleSubmitter, RoleModerator, RoleAuditor))
 	e.GET("/v1/admin/deliveries", s.listDeliveries, s.require(RoleAdmin))
 	e.POST("/v1/admin/deliveries/:id/redeliver", s.redeliver, s.require(RoleAdmin))

@@ -61,6 +61,14 @@ func (s *Server) slo(c echo.Context) error {
 // DefaultSeriesWindow is the window of GET /v1/slo/series without one.
 const DefaultSeriesWindow = 24 * time.Hour
 
+// seriesWindow is the query's window, DefaultSeriesWindow without one.
+func seriesWindow(c echo.Context) (time.Duration, error) {
+	if q := c.QueryParam("window"); q != "" {
+		return parseWindow(q)
+	}
+	return DefaultSeriesWindow, nil
+}
+
 // seriesSteps are the steps GET /v1/slo/series picks from when none is
 // given: the shortest that keeps a window to at most 300 points.
 var seriesSteps = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
@@ -95,12 +103,9 @@ func parseStep(q string, window time.Duration) (time.Duration, error) {
 // sloSeries is GET /v1/slo/series: the SLO figures of a window step by
 // step, from the read models.
 func (s *Server) sloSeries(c echo.Context) error {
-	window := DefaultSeriesWindow
-	if q := c.QueryParam("window"); q != "" {
-		var err error
-		if window, err = parseWindow(q); err != nil {
-			return err
-		}
+	window, err := seriesWindow(c)
+	if err != nil {
+		return err
 	}
 	step, err := parseStep(c.QueryParam("step"), window)
 	if err != nil {
@@ -130,12 +135,9 @@ type attemptsView struct {
 // sloAttempts is GET /v1/slo/attempts: each class's attempt service-time
 // distribution over a window (what capacity --from-db plans from).
 func (s *Server) sloAttempts(c echo.Context) error {
-	window := DefaultSeriesWindow
-	if q := c.QueryParam("window"); q != "" {
-		var err error
-		if window, err = parseWindow(q); err != nil {
-			return err
-		}
+	window, err := seriesWindow(c)
+	if err != nil {
+		return err
 	}
 	class, err := s.classParam(c)
 	if err != nil {

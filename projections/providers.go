@@ -428,8 +428,8 @@ func writeProviderCounts(ctx context.Context, tx pgx.Tx, t tableSet, delta *prov
 		)
 		for k, c := range delta.counts {
 			ats, cls, ps = append(ats, k.minute), append(cls, k.class), append(ps, k.provider)
-			for i, v := range c.values() {
-				cols[i] = append(cols[i], v)
+			for i, f := range c.fields() {
+				cols[i] = append(cols[i], *f.(*int64))
 			}
 		}
 		args := []any{ats, cls, ps}
@@ -488,21 +488,23 @@ const providerCountColumns = `attempts, attempt_findings, attempt_timeouts, atte
 	decided, decided_within_budget, shadow_observed, shadow_findings, shadow_timeouts, shadow_errors, shadow_missing,
 	shadow_within_budget, compared, agreed`
 
+// providerCountNames are providerCountColumns one by one.
+func providerCountNames() []string {
+	names := strings.Split(providerCountColumns, ",")
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+	}
+	return names
+}
+
 // providerCountSums adds each counter of an upsert to the stored one.
 var providerCountSums = func() string {
 	var sets []string
-	for _, c := range strings.Split(providerCountColumns, ",") {
-		c = strings.TrimSpace(c)
+	for _, c := range providerCountNames() {
 		sets = append(sets, c+" = m."+c+" + EXCLUDED."+c)
 	}
 	return strings.Join(sets, ", ")
 }()
-
-func (c *providerCounts) values() [15]int64 {
-	return [15]int64{c.attempts, c.attemptFindings, c.attemptTimeouts, c.attemptFailures, c.attemptWithinBudget,
-		c.decided, c.decidedWithinBudget, c.shadowObserved, c.shadowFindings, c.shadowTimeouts, c.shadowErrors, c.shadowMissing,
-		c.shadowWithinBudget, c.compared, c.agreed}
-}
 
 func splitNames(s string) []string {
 	if s == "" {

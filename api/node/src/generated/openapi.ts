@@ -526,6 +526,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/slo/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Each provider's attempts, decisions and shadow comparison over a window */
+        get: operations["getSLOProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/slo/providers/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Each provider's figures over a window, step by step */
+        get: operations["getSLOProviderSeries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     reviewDecision: {
@@ -1086,6 +1120,106 @@ export interface components {
             review_id: string;
             /** @description Oldest first; empty when nobody read the content. */
             accesses: components["schemas"]["ContentAccess"][];
+        };
+        SLOProviders: {
+            /** @description The class asked for, absent for every class. */
+            content_class?: string;
+            /** @description The provider asked for, absent for every provider. */
+            provider?: string;
+            /**
+             * Format: date-time
+             * @description First minute counted.
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description End of the window.
+             */
+            to: string;
+            /** @description One entry per provider and content class with anything counted in the window, by provider then class. */
+            providers: {
+                provider: string;
+                content_class: string;
+                /** @description The calls the provider was sent as a deciding provider, counted in the minute they ended: total = findings + timeouts + failures; within_budget: findings received at or before their review's deadline. Ratios over total, 0 without attempts. */
+                attempts: {
+                    total: number;
+                    findings: number;
+                    timeouts: number;
+                    failures: number;
+                    within_budget: number;
+                    within_budget_ratio: number;
+                    timeout_ratio: number;
+                    failure_ratio: number;
+                    /** @description Percentiles in milliseconds of the time to a finding, from a log-spaced histogram (within 9.1%); 0 without findings. */
+                    latency_ms: {
+                        p50: number;
+                        p90: number;
+                        p99: number;
+                    };
+                };
+                /** @description Reviews submitted in the window whose first finding this provider gave. */
+                decided: number;
+                /** @description Of decided, those whose finding came at or before the review's deadline. */
+                decided_within_budget: number;
+                /** @description The provider as a shadow, counted by its reviews' submission minute: observed = findings + timeouts + errors; missing: calls a first attempt recorded whose observation never came (skipped when the shadow's slots were taken, or lost with a process); within_budget: findings that came at or before the review's deadline; compared: findings on reviews that got a finding of their own, agreed: those of the same state. Ratios over observed (agreement_ratio over compared), 0 without any. */
+                shadow: {
+                    observed: number;
+                    findings: number;
+                    timeouts: number;
+                    errors: number;
+                    missing: number;
+                    within_budget: number;
+                    within_budget_ratio: number;
+                    timeout_ratio: number;
+                    error_ratio: number;
+                    compared: number;
+                    agreed: number;
+                    agreement_ratio: number;
+                    /** @description Percentiles in milliseconds of the time to a finding, from a log-spaced histogram (within 9.1%); 0 without findings. */
+                    latency_ms: {
+                        p50: number;
+                        p90: number;
+                        p99: number;
+                    };
+                    /** @description The compared findings by pair of states: the shadow's, and the review's first finding's. */
+                    confusion: {
+                        /** @enum {string} */
+                        shadow: "accepted" | "rejected";
+                        /** @enum {string} */
+                        decided: "accepted" | "rejected";
+                        count: number;
+                    }[];
+                };
+            }[];
+        };
+        SLOProviderSeries: {
+            content_class?: string;
+            provider?: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            step_seconds: number;
+            providers: {
+                provider: string;
+                content_class: string;
+                /** @description One per step, [from, to), counted as in GET /v1/slo/providers; ratios are null without anything to compute them from. */
+                points: {
+                    /** Format: date-time */
+                    from: string;
+                    /** Format: date-time */
+                    to: string;
+                    attempts: number;
+                    attempt_within_budget: number;
+                    within_budget_ratio: number | null;
+                    shadow_observed: number;
+                    shadow_within_budget: number;
+                    shadow_within_budget_ratio: number | null;
+                    compared: number;
+                    agreed: number;
+                    agreement_ratio: number | null;
+                }[];
+            }[];
         };
     };
     responses: {
@@ -2298,6 +2432,76 @@ export interface operations {
             400: components["responses"]["Problem400"];
             401: components["responses"]["Problem401"];
             403: components["responses"]["Problem403"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getSLOProviders: {
+        parameters: {
+            query?: {
+                /** @description A duration such as 30m, 1h or 7d (at most 366d). */
+                window?: string;
+                /** @description Only this content class. A class the policy does not name: 422 unknown-class. */
+                content_class?: string;
+                /** @description Only this provider: `default` for the one the REVIEWLEDGER_PROVIDER settings configure, else a name of the policy file's providers (one no longer declared keeps its history). Not a provider name: 400 with field provider. */
+                provider?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Per provider and content class: its attempts (findings, timeouts, failures, within budget, latency), the reviews whose first finding it gave, and as a shadow its observations against each review's first finding (agreement, confusion of states, latency, timeouts, errors, missing). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SLOProviders"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            422: components["responses"]["Problem422"];
+            500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
+        };
+    };
+    getSLOProviderSeries: {
+        parameters: {
+            query?: {
+                /** @description A duration such as 30m, 1h or 7d (at most 366d). */
+                window?: string;
+                /** @description A whole number of minutes such as 1m, 5m, 1h or 1d; steps start at multiples of it since the Unix epoch. Default: the shortest of 1m, 5m, 15m, 30m, 1h, 3h, 6h, 12h, 1d giving at most 300 steps. At most 1440 steps: more is 400 with field step. */
+                step?: string;
+                /** @description Only this content class. A class the policy does not name: 422 unknown-class. */
+                content_class?: string;
+                /** @description Only this provider: `default` for the one the REVIEWLEDGER_PROVIDER settings configure, else a name of the policy file's providers (one no longer declared keeps its history). Not a provider name: 400 with field provider. */
+                provider?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Per provider and content class, per step: attempts and those within budget, shadow observations and those within budget, compared findings and agreements, with their ratios. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SLOProviderSeries"];
+                };
+            };
+            400: components["responses"]["Problem400"];
+            401: components["responses"]["Problem401"];
+            403: components["responses"]["Problem403"];
+            422: components["responses"]["Problem422"];
             500: components["responses"]["Problem500"];
             503: components["responses"]["Problem503"];
         };
