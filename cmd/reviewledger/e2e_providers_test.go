@@ -90,17 +90,28 @@ classes:
     provider: primary
     fallbacks: [backup]
 `, primary.srv.URL, primaryTimeout, circuit, backup.URL())
+	proc, _ := policyServer(t, policy, backup)
+	return proc, backup
+}
+
+// policyServer starts serve with policy as its policy file, the default
+// provider at def, callbacks of def's reviews sent to it, and the secrets
+// E2E_PRIMARY_SECRET (e2ePrimaryKey) and E2E_BACKUP_SECRET (the default
+// provider's); it returns the server and its database's URL.
+func policyServer(t *testing.T, policy string, def *scriptedProvider) (*serveProc, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "providers.yaml")
 	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := baseServeEnv(t, dbtest.URL(t), backup.URL())
+	dbURL := dbtest.URL(t)
+	env := baseServeEnv(t, dbURL, def.URL())
 	env["REVIEWLEDGER_POLICY"] = path
 	env["E2E_PRIMARY_SECRET"] = "whsec_" + base64.StdEncoding.EncodeToString(e2ePrimaryKey)
 	env["E2E_BACKUP_SECRET"] = e2eSecret
 	proc := startServe(t, env)
-	backup.setTarget(proc.URL)
-	return proc, backup
+	def.setTarget(proc.URL)
+	return proc, dbURL
 }
 
 // attemptProviders lists the provider each AttemptStarted of id names.
