@@ -100,7 +100,9 @@ func TestProvidersNoFindingNoComparison(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	ev := func(d time.Duration, data domain.Event) event { return event{reviewID: "m1", recordedAt: t0.Add(d), data: data} }
+	ev := func(d time.Duration, data domain.Event) event {
+		return event{reviewID: "m1", recordedAt: t0.Add(d), data: data}
+	}
 	providerBatches(t, e, []event{
 		ev(0, domain.Submitted{ReviewID: "m1", ContentClass: "video", SubmittedAt: t0, Deadline: t0.Add(time.Minute)}),
 		ev(time.Millisecond, domain.AttemptStarted{ReviewID: "m1", Attempt: 1, StartedAt: t0, Shadows: []string{"early"}}),
