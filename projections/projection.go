@@ -78,6 +78,15 @@ func Names() []string {
 	return names
 }
 
+// Tables returns the tables of every projection, in a fixed order.
+func Tables() []string {
+	var tables []string
+	for _, p := range all() {
+		tables = append(tables, p.tables()...)
+	}
+	return tables
+}
+
 // lookup returns the named projections, or every one when names is empty.
 func lookup(names ...string) ([]projection, error) {
 	if len(names) == 0 {

@@ -308,9 +308,10 @@ func (r *scaleRun) behind(n int) {
 
 // steadyTables are the tables whose size must stay flat under a steady
 // load: each holds live rows only (work in progress, the queue, the SLO
-// buckets).
+// and provider buckets).
 var steadyTables = []string{"review_work", "manual_queue", "manual_queue_candidate", "slo_open", "slo_minute", "slo_latency",
-	"slo_attempt", "slo_conflict", "slo_queue", "slo_hour", "slo_latency_hour", "slo_attempt_hour", "slo_conflict_hour"}
+	"slo_attempt", "slo_conflict", "slo_queue", "slo_hour", "slo_latency_hour", "slo_attempt_hour", "slo_conflict_hour",
+	"provider_open", "provider_minute", "provider_latency", "provider_confusion"}
 
 type tableSize struct {
 	total, indexes, live, dead int64

@@ -16,12 +16,12 @@ func TestConfigConnectionBudget(t *testing.T) {
 		args []string
 		want connBudget
 	}{
-		{"every role", nil, connBudget{Held: 5, Sess: 1, Pool: 26}},
-		{"webhooks", []string{"--notify-url=http://hooks.example/decisions", "--notify-secret=whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="}, connBudget{Held: 6, Sess: 1, Pool: 25}},
-		{"projector and sweeper", []string{"--roles=projector,sweeper", "--pubsub=nats", "--db-max-conns=10"}, connBudget{Held: 5, Sess: 1, Pool: 4}},
+		{"every role", nil, connBudget{Held: 6, Sess: 1, Pool: 25}},
+		{"webhooks", []string{"--notify-url=http://hooks.example/decisions", "--notify-secret=whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="}, connBudget{Held: 7, Sess: 1, Pool: 24}},
+		{"projector and sweeper", []string{"--roles=projector,sweeper", "--pubsub=nats", "--db-max-conns=10"}, connBudget{Held: 6, Sess: 1, Pool: 3}},
 		{"worker without sweeps", []string{"--roles=worker", "--pubsub=nats", "--no-worker-sweeps", "--db-max-conns=10"}, connBudget{Held: 1, Sess: 1, Pool: 8}},
 		{"api with a replica", []string{"--roles=api", "--pubsub=nats", "--read-database-url=" + replica, "--db-max-conns=10"}, connBudget{Held: 1, Sess: 1, Read: 2, Pool: 6}},
-		{"pool_max_conns sizes the pool", []string{"--database-url=" + db + "&pool_max_conns=8"}, connBudget{Held: 5, Sess: 1, Pool: 8}},
+		{"pool_max_conns sizes the pool", []string{"--database-url=" + db + "&pool_max_conns=8"}, connBudget{Held: 6, Sess: 1, Pool: 8}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,8 +46,8 @@ func TestConfigConnectionBudget(t *testing.T) {
 	}{
 		{"not a number", map[string]string{"REVIEWLEDGER_DB_MAX_CONNS": "many"}, "REVIEWLEDGER_DB_MAX_CONNS"},
 		{"zero", map[string]string{"REVIEWLEDGER_DB_MAX_CONNS": "0"}, "REVIEWLEDGER_DB_MAX_CONNS: must be a positive number"},
-		{"too small for the roles", map[string]string{"REVIEWLEDGER_DB_MAX_CONNS": "6"}, "REVIEWLEDGER_DB_MAX_CONNS: 6 server sessions do not hold this process's roles (api,worker,projector): 5 held by its elections and LISTEN, 1 session pool, 0 for the read pool and at least 2 for DATABASE_URL's pool; raise it to 8"},
-		{"pool_max_conns too large", map[string]string{"DATABASE_URL": db + "&pool_max_conns=40"}, "raise it to 46"},
+		{"too small for the roles", map[string]string{"REVIEWLEDGER_DB_MAX_CONNS": "6"}, "REVIEWLEDGER_DB_MAX_CONNS: 6 server sessions do not hold this process's roles (api,worker,projector): 6 held by its elections and LISTEN, 1 session pool, 0 for the read pool and at least 2 for DATABASE_URL's pool; raise it to 9"},
+		{"pool_max_conns too large", map[string]string{"DATABASE_URL": db + "&pool_max_conns=40"}, "raise it to 47"},
 		{"session url", map[string]string{"REVIEWLEDGER_SESSION_DATABASE_URL": "postgres://%zz"}, "REVIEWLEDGER_SESSION_DATABASE_URL"},
 	}
 	for _, tc := range refused {
