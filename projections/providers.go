@@ -201,7 +201,14 @@ func latest(a, b time.Time) time.Time {
 // whether s's row changed.
 func applyProviders(s *providerState, e event, delta *providerDelta) bool {
 	if o, ok := e.data.(domain.ShadowObserved); ok {
-		return observeShadow(s.row, o, delta)
+		// Past its horizon a closed review's row is gone, whichever batch
+		// this observation comes in.
+		expired := s.row != nil && s.row.closedAt != nil && s.row.closedAt.Before(e.recordedAt.Add(-ShadowHorizon))
+		if expired {
+			delta.missing(s.row)
+			s.row = nil
+		}
+		return observeShadow(s.row, o, delta) || expired
 	}
 	if d, ok := e.data.(domain.Submitted); ok {
 		if s.row != nil {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,14 +60,20 @@ func TestProvidersShadowsInEitherOrderAndMissing(t *testing.T) {
 		return at(id, d, domain.ShadowObserved{ReviewID: id, ContentClass: "video", Provider: provider, Outcome: domain.ShadowFinding,
 			State: state, StartedAt: t0, LatencyMS: d.Milliseconds()})
 	}
-	providerBatches(t, e,
-		[]event{submitted("r1"), started("r1"), shadow("r1", "early", time.Second, domain.DecisionRejected)},
-		[]event{found("r1", 2*time.Second, domain.DecisionAccepted)},
-		[]event{shadow("r1", "late", 3*time.Second, domain.DecisionAccepted)},
+	batches := [][]event{
+		{submitted("r1"), started("r1"), shadow("r1", "early", time.Second, domain.DecisionRejected)},
+		{found("r1", 2*time.Second, domain.DecisionAccepted)},
+		{shadow("r1", "late", 3*time.Second, domain.DecisionAccepted)},
 		// Another review's event, past r1's horizon: r1's row goes, "never" missing.
-		[]event{submitted("r2"), at("r2", 2*time.Second+ShadowHorizon+time.Millisecond, domain.AttemptStarted{ReviewID: "r2", Attempt: 1, StartedAt: t0})},
-		[]event{shadow("r1", "never", ShadowHorizon+time.Minute, domain.DecisionAccepted)},
-	)
+		{submitted("r2"), at("r2", 2*time.Second+ShadowHorizon+time.Millisecond, domain.AttemptStarted{ReviewID: "r2", Attempt: 1, StartedAt: t0})},
+		{shadow("r1", "never", ShadowHorizon+time.Minute, domain.DecisionAccepted)},
+	}
+	providerBatches(t, e, batches...)
+	// In one batch, the same rows: the horizon is the ledger's time of each
+	// observation, not of its batch's end.
+	one := newEnv(t)
+	providerBatches(t, one, slices.Concat(batches...))
+	diff(t, "one batch vs five", dump(t, one.pool), dump(t, e.pool))
 	for _, tc := range []struct {
 		provider                                string
 		observed, compared, agreed, missing, ok int64
