@@ -237,8 +237,8 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
 		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
-	if err := v.checkConflicts(ctx, reviewID, &rep); err != nil {
-		return rep, fmt.Errorf("verify conflicting completions: %w", err)
+	if err := v.checkSides(ctx, reviewID, &rep); err != nil {
+		return rep, err
 	}
 	if v.Anchors != nil && len(heads) > 0 {
 		now := time.Now

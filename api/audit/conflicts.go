@@ -110,28 +110,63 @@ type ConflictHistories interface {
 	Conflicts(ctx context.Context, reviewID string) (*ledger.ConflictLog, error)
 }
 
-// checkConflicts verifies the hash chain of the conflict stream of one
-// review (reviewID not empty) or of every review that has one, adding
-// damage to rep. Conflict streams are not review streams: they never count
-// in rep.Reviews and are never anchored.
-func (v *Verifier) checkConflicts(ctx context.Context, reviewID string, rep *Report) error {
-	ch, ok := v.Histories.(ConflictHistories)
-	if !ok {
-		return nil
+// ShadowHistories reads shadow streams (*ledger.Ledger). When the
+// Verifier's Histories implements it, shadow streams are verified too.
+type ShadowHistories interface {
+	// Shadows reads a review's shadow stream; an empty log when it has
+	// none.
+	Shadows(ctx context.Context, reviewID string) (*ledger.SideLog, error)
+}
+
+// sideStream is one kind of a review's side streams: its stream name's
+// prefix, how to read one, and what its events are called in damage.
+type sideStream struct {
+	prefix string
+	read   func(ctx context.Context, reviewID string) (*ledger.SideLog, error)
+	what   string // plural, as in "conflicting completions"
+	one    string // singular, as in "a conflicting completion"
+}
+
+// sideStreams returns the side streams the Verifier's Histories can read.
+func (v *Verifier) sideStreams() []sideStream {
+	var out []sideStream
+	if h, ok := v.Histories.(ConflictHistories); ok {
+		out = append(out, sideStream{domain.ConflictStreamName(""), h.Conflicts, "conflicting completions", "a conflicting completion"})
 	}
+	if h, ok := v.Histories.(ShadowHistories); ok {
+		out = append(out, sideStream{domain.ShadowStreamName(""), h.Shadows, "shadow observations", "a shadow observation"})
+	}
+	return out
+}
+
+// checkSides verifies the hash chains of the side streams (conflicting
+// completions, shadow observations) of one review (reviewID not empty) or
+// of every review that has them, adding damage to rep. Side streams are
+// not review streams: they never count in rep.Reviews and are never
+// anchored.
+func (v *Verifier) checkSides(ctx context.Context, reviewID string, rep *Report) error {
+	for _, side := range v.sideStreams() {
+		if err := v.checkSide(ctx, side, reviewID, rep); err != nil {
+			return fmt.Errorf("verify %s: %w", side.what, err)
+		}
+	}
+	return nil
+}
+
+func (v *Verifier) checkSide(ctx context.Context, side sideStream, reviewID string, rep *Report) error {
 	ids := []string{reviewID}
 	if reviewID == "" {
 		var err error
-		if ids, err = v.streamIDs(ctx, domain.ConflictStreamName("")); err != nil {
+		if ids, err = v.streamIDs(ctx, side.prefix); err != nil {
 			return err
 		}
 	}
 	for _, id := range ids {
-		log, err := ch.Conflicts(ctx, id)
+		log, err := side.read(ctx, id)
 		switch {
 		case errors.Is(err, domain.ErrCorruptHistory):
 			rep.Damaged = append(rep.Damaged, Damage{ReviewID: id, Revision: revisionOf(err),
-				Reason: "a conflicting completion cannot be read (altered): " + err.Error()})
+				Reason: side.one + " cannot be read (altered): " + err.Error()})
 			continue
 		case err != nil:
 			return err
@@ -140,7 +175,7 @@ func (v *Verifier) checkConflicts(ctx context.Context, reviewID string, rep *Rep
 		var chain *ledger.ChainError
 		if err := log.Verify(); errors.As(err, &chain) {
 			rep.Damaged = append(rep.Damaged, Damage{ReviewID: id, Revision: chain.Revision,
-				Reason: "conflicting completions: " + chain.Reason})
+				Reason: side.what + ": " + chain.Reason})
 		} else if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,54 @@ func TestVerifyFindsAlteredConflicts(t *testing.T) {
 	}
 	if rep, err := v.Verify(ctx, "c-intact"); err != nil || rep.Err() != nil {
 		t.Fatalf("verify c-intact: %v %v", err, rep.Err())
+	}
+}
+
+// audit verify checks shadow streams' hash chains too: an altered shadow
+// observation (its finding turned around) is damage to its review.
+func TestVerifyFindsAlteredShadows(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(store.Close)
+	l := ledger.New(store)
+	for _, id := range []string{"s-intact", "s-altered"} {
+		sample(t, l, id)
+		rv, err := l.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"candidate", "rival"} {
+			e, err := rv.ObserveShadow(domain.ShadowResult{Provider: p, Outcome: domain.ShadowFinding, State: domain.DecisionAccepted,
+				StartedAt: at(1000), Took: 40 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.RecordShadow(ctx, e, ledger.Actor{Name: "shadow"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v := &audit.Verifier{Store: store, Histories: l}
+	rep, err := v.Verify(ctx, "")
+	if err != nil || rep.Err() != nil || rep.Reviews != 2 || rep.Events != 2*9+2*2 {
+		t.Fatalf("intact ledger: %+v %v %v", rep, err, rep.Err())
+	}
+	if _, err := pool.Exec(ctx, `UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), 'accepted', 'rejected'), 'UTF8')
+		WHERE stream = 'shadows-s-altered' AND revision = 1`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "s-altered"} {
+		rep, err := v.Verify(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Damaged) != 1 || rep.Damaged[0].ReviewID != "s-altered" || rep.Damaged[0].Revision != 1 ||
+			!strings.HasPrefix(rep.Damaged[0].Reason, "shadow observations: ") || !errors.Is(rep.Err(), audit.ErrDamaged) {
+			t.Fatalf("verify %q: %+v", id, rep.Damaged)
+		}
+	}
+	if rep, err := v.Verify(ctx, "s-intact"); err != nil || rep.Err() != nil {
+		t.Fatalf("verify s-intact: %v %v", err, rep.Err())
 	}
 }
