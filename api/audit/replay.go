@@ -45,6 +45,12 @@ type Replay struct {
 	Conflicts      []ConflictStep
 	LaterConflicts int
 	ConflictChain  error
+	// Shadows are the review's shadow observations up to AsOf (AddShadows),
+	// LaterShadows those after it; ShadowChain is nil when their hash
+	// chain holds.
+	Shadows      []ShadowStep
+	LaterShadows int
+	ShadowChain  error
 }
 
 // NewReplay replays h up to asOf (the whole history when asOf is zero):
@@ -132,6 +138,9 @@ func detailOf(e domain.Event) string {
 		s := fmt.Sprintf("timeout=%s remaining=%s", ms(ev.AttemptTimeoutMS), ms(ev.RemainingBudgetMS))
 		if ev.Provider != "" {
 			s += " provider=" + ev.Provider
+		}
+		if len(ev.Shadows) > 0 {
+			s += " shadows=" + strings.Join(ev.Shadows, ",")
 		}
 		return s
 	case domain.AttemptTimedOut:
@@ -255,6 +264,7 @@ func (r *Replay) Render(w io.Writer) error {
 	}
 	_ = tw.Flush()
 	r.renderConflicts(ew)
+	r.renderShadows(ew)
 	return ew.err
 }
 

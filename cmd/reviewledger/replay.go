@@ -58,5 +58,10 @@ func (c *ReplayCmd) Run(ctx context.Context, log *slog.Logger, out io.Writer) er
 		return err
 	}
 	r.AddConflicts(conflicts)
+	shadows, err := led.Shadows(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	r.AddShadows(shadows)
 	return r.Render(out)
 }
