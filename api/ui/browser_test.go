@@ -621,6 +621,10 @@ func TestBrowserProviders(t *testing.T) {
 		if !p.HasClass(c+` [data-figure="within-budget"] .figure-value`, "crit") {
 			t.Error("82.5% within budget is not marked critical")
 		}
+		p.WaitText(c+` [data-figure="within-budget"] .figure-flag`, "Critical: below 95%")
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#provider-cards .figure-flag').length`); n != 3 {
+			t.Errorf("%d figures flagged, want 3 (acme's 82.5%%, bravo's 83.3%% as shadow and 90.0%% on publishing_rule)", n)
+		}
 		if uitest.Evaluate[bool](p, `document.querySelector(`+jsQuote(c)+`).querySelector('.provider-role.shadow, table.confusion') !== null`) {
 			t.Error("a provider that was never a shadow shows shadow figures")
 		}

@@ -2047,11 +2047,15 @@
     if (lines.length > 0) renderProviderCharts(lines, colours);
   }
 
-  // figure is one figure of a card: its name, value and a line under it.
+  // figure is one figure of a card: its name, value and a line under it;
+  // a warning or critical level is written out too, not only coloured.
   function figure(name, label, value, sub, lvl) {
     const dd = el('dd', { class: 'figure-value', text: value });
-    if (lvl && lvl !== 'ok') dd.classList.add(lvl);
-    return el('div', { class: 'figure', dataset: { figure: name } }, el('dt', { text: label }), dd, sub ? el('dd', { class: 'figure-sub', text: sub }) : null);
+    const alert = lvl === 'crit' || lvl === 'warn';
+    if (alert) dd.classList.add(lvl);
+    return el('div', { class: 'figure', dataset: { figure: name } }, el('dt', { text: label }), dd,
+      sub ? el('dd', { class: 'figure-sub', text: sub }) : null,
+      alert ? el('dd', { class: 'figure-flag ' + lvl, text: (lvl === 'crit' ? 'Critical: below ' + percent(RATIO_CRIT, 0) : 'Warning: below ' + percent(RATIO_WARN, 0)) }) : null);
   }
 
   function budgetLevel(ratio, n) {
