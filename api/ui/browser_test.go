@@ -12,6 +12,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/reviewledger/reviewledger/api/ui/uitest"
+	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // The browser test drives the page in headless Chromium (package uitest)
@@ -513,4 +515,261 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	})
 
 	uitest.CheckConsoles(t, map[string]*uitest.Page{"the page": page})
+}
+
+// newFakeProviders are the figures of three providers over an hour, as
+// GET /v1/slo/providers gives them: acme decides caption_suggestion with
+// bravo as its shadow, and bravo decides publishing_rule.
+func newFakeProviders() []projections.ProviderSLO {
+	attempts := func(total, findings, timeouts, failures, within int64, p50, p90, p99 float64) projections.AttemptFigures {
+		r := func(n int64) float64 { return float64(n) / float64(total) }
+		return projections.AttemptFigures{Total: total, Findings: findings, Timeouts: timeouts, Failures: failures, WithinBudget: within,
+			WithinBudgetRatio: r(within), TimeoutRatio: r(timeouts), FailureRatio: r(failures),
+			LatencyMS: projections.Percentiles{P50: p50, P90: p90, P99: p99}}
+	}
+	none := projections.ShadowFigures{Confusion: []projections.ConfusionCell{}}
+	cell := func(shadow, decided domain.Decision, n int64) projections.ConfusionCell {
+		return projections.ConfusionCell{Shadow: shadow, Decided: decided, Count: n}
+	}
+	return []projections.ProviderSLO{
+		{Provider: "acme", ContentClass: "caption_suggestion", Attempts: attempts(63, 55, 5, 3, 52, 420, 1900, 3800),
+			Decided: 55, DecidedWithinBudget: 52, Shadow: none},
+		{Provider: "bravo", ContentClass: "caption_suggestion", Shadow: projections.ShadowFigures{
+			Observed: 60, Findings: 54, Timeouts: 4, Errors: 2, Missing: 1, WithinBudget: 50,
+			WithinBudgetRatio: 50.0 / 60, TimeoutRatio: 4.0 / 60, ErrorRatio: 2.0 / 60,
+			Compared: 52, Agreed: 49, AgreementRatio: 49.0 / 52,
+			LatencyMS: projections.Percentiles{P50: 610, P90: 2400, P99: 5200},
+			Confusion: []projections.ConfusionCell{
+				cell(domain.DecisionAccepted, domain.DecisionAccepted, 40), cell(domain.DecisionAccepted, domain.DecisionRejected, 2),
+				cell(domain.DecisionRejected, domain.DecisionAccepted, 1), cell(domain.DecisionRejected, domain.DecisionRejected, 9),
+			},
+		}},
+		{Provider: "bravo", ContentClass: "publishing_rule", Attempts: attempts(20, 18, 1, 1, 18, 300, 900, 1500),
+			Decided: 18, DecidedWithinBudget: 18, Shadow: none},
+	}
+}
+
+// card is the CSS selector of the providers view's card of a provider
+// and class.
+func card(provider, class string) string {
+	return `#provider-cards .provider-card[data-provider="` + provider + `"][data-class="` + class + `"]`
+}
+
+// TestBrowserProviders reads the SLO dashboard's providers view as an
+// auditor: a card per provider and class with its figures as deciding
+// provider and as shadow, the lines of each over the window, the empty
+// state of a class without figures, and an error of the API.
+func TestBrowserProviders(t *testing.T) {
+	fake := newFakeAPI(time.Now)
+	fake.addToken(auditorToken, "auditor", "audrey")
+	fake.setSLO("1h", newFakeSLO(1234, 1230, 4, 0, 850, 4200, 12800, 0, 0))
+	fake.setSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 0, 0))
+	fake.setProviders(newFakeProviders())
+	srv := httptest.NewServer(fake.handler())
+	t.Cleanup(srv.Close)
+
+	page := uitest.Start(t, srv.URL)
+	run := uitest.InOrder(t)
+
+	run("a card per provider and class, side by side", func(t *testing.T) {
+		p := page.T(t)
+		p.Viewport(1280, 800)
+		p.Open("/#/slo")
+		p.SignIn(auditorToken)
+		p.WaitText("#slo-total", "1,234")
+		p.WaitFor("three provider cards", `() => document.querySelectorAll('#provider-cards .provider-card').length === 3`)
+		p.WaitHidden("#slo-providers-empty")
+		p.WaitHidden("#slo-providers-error")
+		got := uitest.Evaluate[[]string](p, `[...document.querySelectorAll('#provider-cards .provider-card')].map((c) => c.dataset.provider + ' ' + c.dataset.class)`)
+		if want := []string{"acme caption_suggestion", "bravo caption_suggestion", "bravo publishing_rule"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("cards %q, want %q", got, want)
+		}
+		if uitest.Evaluate[bool](p, `(() => { const c = document.querySelectorAll('#provider-cards .provider-card'); return c[0].getBoundingClientRect().top !== c[1].getBoundingClientRect().top; })()`) {
+			t.Error("the first two cards are not side by side at 1280 px")
+		}
+		reqs := fake.requestsTo(http.MethodGet, "/v1/slo/providers")
+		if len(reqs) == 0 || reqs[len(reqs)-1].Query.Get("window") != "1h" || reqs[len(reqs)-1].Auth != "Bearer "+auditorToken {
+			t.Errorf("provider requests %v", reqs)
+		}
+		if n := len(fake.requestsTo(http.MethodGet, "/v1/slo/providers/series")); n == 0 {
+			t.Error("the page never read /v1/slo/providers/series")
+		}
+		if u := p.Unlabelled(); len(u) > 0 {
+			t.Errorf("controls without a name:\n%s", strings.Join(u, "\n"))
+		}
+	})
+
+	run("a deciding provider's card", func(t *testing.T) {
+		p := page.T(t)
+		c := card("acme", "caption_suggestion")
+		p.WaitText(c+" .provider-name", "acme")
+		p.WaitText(c+" .provider-class", "caption_suggestion")
+		if got := p.Text(c + " .role-hints"); got != "deciding" {
+			t.Errorf("role hints %q, want deciding only", got)
+		}
+		for fig, want := range map[string]string{
+			"attempts":          "6355 findings · 5 timeouts · 3 failures",
+			"within-budget":     "Within budget82.5%52 of 63 attempts",
+			"timeouts-failures": "7.9% / 4.8%",
+			"latency":           "p50 420 ms · p99 3.80 s",
+			"decided":           "5552 within budget",
+		} {
+			if got := p.Text(c + ` [data-figure="` + fig + `"]`); !strings.Contains(got, want) {
+				t.Errorf("%s %q, want %q", fig, got, want)
+			}
+		}
+		if !p.HasClass(c+` [data-figure="within-budget"] .figure-value`, "crit") {
+			t.Error("82.5% within budget is not marked critical")
+		}
+		p.WaitText(c+` [data-figure="within-budget"] .figure-flag`, "Critical: below 95%")
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#provider-cards .figure-flag').length`); n != 3 {
+			t.Errorf("%d figures flagged, want 3 (acme's 82.5%%, bravo's 83.3%% as shadow and 90.0%% on publishing_rule)", n)
+		}
+		if uitest.Evaluate[bool](p, `document.querySelector(`+jsQuote(c)+`).querySelector('.provider-role.shadow, table.confusion') !== null`) {
+			t.Error("a provider that was never a shadow shows shadow figures")
+		}
+		p.WaitText(card("bravo", "publishing_rule")+` [data-figure="within-budget"]`, "90.0%18 of 20 attempts")
+	})
+
+	run("a shadow provider's card with its confusion matrix", func(t *testing.T) {
+		p := page.T(t)
+		c := card("bravo", "caption_suggestion")
+		if got := p.Text(c + " .role-hints"); got != "shadow" {
+			t.Errorf("role hints %q, want shadow only", got)
+		}
+		for fig, want := range map[string]string{
+			"observed":             "6054 findings · 4 timeouts · 2 errors",
+			"agreement":            "Agreement94.2%49 of 52 compared",
+			"shadow-within-budget": "83.3%50 of 60 observed",
+			"timeouts-errors":      "6.7% / 3.3%",
+			"missing":              "Missing1",
+			"shadow-latency":       "5.20 sp50 610 ms",
+		} {
+			if got := p.Text(c + ` [data-figure="` + fig + `"]`); !strings.Contains(got, want) {
+				t.Errorf("%s %q, want %q", fig, got, want)
+			}
+		}
+		cells := uitest.Evaluate[map[string]string](p, `Object.fromEntries([...document.querySelectorAll(`+jsQuote(c+" table.confusion td")+`)]
+			.map((td) => [td.dataset.shadow + '/' + td.dataset.decided, td.textContent]))`)
+		want := map[string]string{"accepted/accepted": "40", "accepted/rejected": "2", "rejected/accepted": "1", "rejected/rejected": "9"}
+		for k, v := range want {
+			if cells[k] != v {
+				t.Errorf("confusion %s = %q, want %q (all: %v)", k, cells[k], v, cells)
+			}
+		}
+		if len(cells) != len(want) {
+			t.Errorf("confusion cells %v, want %v", cells, want)
+		}
+		if got := p.Text(c + " table.confusion caption"); !strings.Contains(got, "bravo") {
+			t.Errorf("confusion caption %q", got)
+		}
+		if got := uitest.Evaluate[string](p, `[...document.querySelectorAll(`+jsQuote(c+" table.confusion tbody th")+`)].map((th) => th.textContent).join(',')`); got != "accepted,rejected" {
+			t.Errorf("confusion rows %q", got)
+		}
+		p.Screenshot("slo-providers-1280x800")
+	})
+
+	run("a line per provider over the window, with gaps", func(t *testing.T) {
+		p := page.T(t)
+		budget := map[string]int{
+			"acme · caption_suggestion":           12, // no attempt in step 3
+			"bravo · caption_suggestion (shadow)": 12, // nothing observed in step 9
+			"bravo · publishing_rule":             12, // no attempt in step 5
+		}
+		p.WaitFor("the within-budget chart's lines", `() => document.querySelectorAll('#chart-provider-budget path.line').length === 3`)
+		for series, points := range budget {
+			line := `#chart-provider-budget path.line[data-series=` + jsQuote(series) + `]`
+			if got := uitest.Evaluate[int](p, `Number(document.querySelector(`+jsQuote(line)+`).dataset.points)`); got != points {
+				t.Errorf("%s has %d points, want %d", series, got, points)
+			}
+			if d := uitest.Evaluate[string](p, `document.querySelector(`+jsQuote(line)+`).getAttribute('d')`); strings.Count(d, "M") != 2 {
+				t.Errorf("%s is drawn as %q, want two runs around its gap", series, d)
+			}
+		}
+		if !p.HasClass(`#chart-provider-budget path.line[data-series="bravo · caption_suggestion (shadow)"]`, "s-shadow") {
+			t.Error("the shadow's within-budget line is not dashed")
+		}
+		agreement := uitest.Evaluate[[]string](p, `[...document.querySelectorAll('#chart-provider-agreement path.line')].map((l) => l.dataset.series + ' ' + l.dataset.points)`)
+		if len(agreement) != 1 || agreement[0] != "bravo · caption_suggestion 11" {
+			t.Errorf("agreement lines %q, want bravo's with 11 points (none in steps 9 and 10)", agreement)
+		}
+		p.WaitHidden("#chart-provider-agreement-empty")
+		rows := uitest.Evaluate[[]string](p, `[...document.querySelectorAll('#chart-provider-agreement table.chart-data tbody tr')].map((tr) => tr.cells[1].textContent)`)
+		if len(rows) != 13 || rows[0] != "100%" || rows[5] != "75%" || rows[9] != "no data" || rows[10] != "no data" {
+			t.Errorf("agreement per step %q", rows)
+		}
+		if tip := uitest.Evaluate[string](p, `document.querySelectorAll('#chart-provider-budget .hover rect title')[3].textContent`); !strings.Contains(tip, "acme · caption_suggestion: no data") {
+			t.Errorf("hover text of the fourth step %q", tip)
+		}
+		if got := uitest.Evaluate[string](p, `document.querySelector('#chart-provider-agreement svg').getAttribute('aria-label')`); !strings.Contains(got, "agreed") {
+			t.Errorf("agreement chart's accessible name %q", got)
+		}
+		// A card and its lines share a colour.
+		if !p.HasClass(card("bravo", "publishing_rule")+" .provider-name .swatch", "s-prov-2") ||
+			!p.HasClass(`#chart-provider-budget path.line[data-series="bravo · publishing_rule"]`, "s-prov-2") {
+			t.Error("bravo · publishing_rule's card and line differ in colour")
+		}
+	})
+
+	run("the view fits a phone screen", func(t *testing.T) {
+		p := page.T(t)
+		p.Viewport(390, 844)
+		p.WaitFor("the charts drawn for the phone's width", `() => [...document.querySelectorAll('#slo-providers svg.chart-svg')].every((s) =>
+			Math.abs(Number(s.getAttribute('width')) - Math.max(240, s.parentElement.clientWidth)) <= 1)`)
+		if over, wide := p.Overflow(); over > 0 {
+			t.Errorf("the page is %d px wider than a 390 px screen: %s", over, wide)
+		}
+		p.Screenshot("slo-providers-phone")
+		p.Viewport(1280, 800)
+	})
+
+	run("a class without provider figures shows the empty state", func(t *testing.T) {
+		p := page.T(t)
+		p.Do("pick a class no provider served",
+			chromedp.SendKeys(chromedp.CSS("#slo-class"), "restricted_publish"),
+			chromedp.Click(chromedp.CSS(`#slo-filter button[type="submit"]`)))
+		p.WaitText("#slo-providers-empty", "No provider figures in this window")
+		p.WaitHidden("#provider-cards")
+		p.WaitHidden("#provider-charts")
+		p.WaitHidden("#slo-providers-error")
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#provider-cards .provider-card').length`); n != 0 {
+			t.Errorf("%d cards left in the empty state", n)
+		}
+		asked := false
+		for _, r := range fake.requestsTo(http.MethodGet, "/v1/slo/providers/series") {
+			asked = asked || r.Query.Get("content_class") == "restricted_publish"
+		}
+		if !asked {
+			t.Error("the series was not asked for the class")
+		}
+		p.Screenshot("slo-providers-empty")
+	})
+
+	run("an error of the API shows as the dashboard's errors do", func(t *testing.T) {
+		p := page.T(t)
+		fake.setProvidersDown(true)
+		p.Do("show every class", chromedp.Evaluate[chromedp.Void](`document.getElementById('slo-class').value = ''`))
+		p.Click("#slo-refresh")
+		p.WaitText("#slo-providers-error", "The provider figures could not be loaded.")
+		p.WaitText("#slo-providers-error", "Not ready")
+		p.WaitText("#slo-providers-error", "HTTP 503")
+		p.WaitText("#slo-providers-error", "Request ID: req-")
+		if role := uitest.Evaluate[string](p, `document.getElementById('slo-providers-error').getAttribute('role')`); role != "alert" {
+			t.Errorf("error box role %q", role)
+		}
+		// The rest of the dashboard is unaffected.
+		p.WaitHidden("#slo-error")
+		p.WaitText("#slo-total", "1,234")
+		fake.setProvidersDown(false)
+		// No click: the dashboard refreshes itself, and the error goes.
+		p.WaitHidden("#slo-providers-error")
+		p.WaitFor("three provider cards", `() => document.querySelectorAll('#provider-cards .provider-card').length === 3`)
+	})
+
+	uitest.CheckConsoles(t, map[string]*uitest.Page{"the page": page})
+}
+
+func jsQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

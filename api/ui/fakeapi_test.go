@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -33,6 +35,10 @@ type fakeAPI struct {
 	changes []fakeChange
 	changed chan struct{} // closed and replaced on every change
 	streams streamControl
+	// GET /v1/slo/providers and its series: the figures per provider and
+	// class, and whether the routes answer 503 as without read models.
+	providers     []projections.ProviderSLO
+	providersDown bool
 }
 
 type fakePrincipal struct{ role, name string }
@@ -166,6 +172,26 @@ func (f *fakeAPI) setSLO(window string, s sloJSON) {
 	f.slo[window] = s
 }
 
+// setProviders sets the figures GET /v1/slo/providers answers with (and
+// its series follows), sorted by provider and class as the real server
+// sorts them.
+func (f *fakeAPI) setProviders(ps []projections.ProviderSLO) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.providers = slices.Clone(ps)
+	slices.SortFunc(f.providers, func(a, b projections.ProviderSLO) int {
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.ContentClass, b.ContentClass))
+	})
+}
+
+// setProvidersDown makes both provider routes answer 503 not-ready, as
+// the real server does without read models.
+func (f *fakeAPI) setProvidersDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.providersDown = down
+}
+
 // escalate adds a review in manual_review to the queue, escalated age ago
 // after the given number of attempts.
 func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
@@ -277,6 +303,8 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/slo", f.route([]string{"auditor", "moderator"}, f.sloSummary))
 	mux.HandleFunc("GET /v1/slo/series", f.route([]string{"auditor", "moderator"}, f.sloSeries))
 	mux.HandleFunc("GET /v1/slo/attempts", f.route([]string{"auditor", "moderator"}, f.sloAttempts))
+	mux.HandleFunc("GET /v1/slo/providers", f.route([]string{"auditor", "moderator"}, f.sloProviders))
+	mux.HandleFunc("GET /v1/slo/providers/series", f.route([]string{"auditor", "moderator"}, f.sloProviderSeries))
 	mux.HandleFunc("GET /v1/me", f.route([]string{"submitter", "moderator", "auditor"}, f.me))
 	f.moderationRoutes(mux)
 	return mux
@@ -575,6 +603,115 @@ func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrin
 		FindingMS: projections.Percentiles{P50: 420, P90: 1900, P99: 3800}, AttemptMS: projections.Percentiles{P50: 450, P90: 2500, P99: 10000},
 		Buckets: []projections.AttemptBucket{b(256, 304.4, 10, 0, 1), b(362, 430.5, 30, 0, 2), b(1722, 2048, 15, 0, 0), b(9741, 11585, 0, 5, 0)},
 	}}}
+}
+
+// providerQuery reads the window, class and provider of the provider
+// routes and the figures they select; status is not 0 when it refuses
+// what the real server refuses, with the problem to answer. It runs with
+// f.mu held.
+func (f *fakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []projections.ProviderSLO, status int, prob any) {
+	q := r.URL.Query()
+	window, err := time.ParseDuration(q.Get("window"))
+	if err != nil || window < time.Minute {
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
+		return 0, nil, status, prob
+	}
+	provider := q.Get("provider")
+	if provider != "" && !domain.ValidProviderName(provider) {
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", fmt.Sprintf("must be a provider name, got %q", provider), "provider")
+		return 0, nil, status, prob
+	}
+	if f.providersDown {
+		status, prob = problem(http.StatusServiceUnavailable, "not-ready", "Not ready", "slo providers: no read models configured", "")
+		return 0, nil, status, prob
+	}
+	class := q.Get("content_class")
+	ps = []projections.ProviderSLO{}
+	for _, p := range f.providers {
+		if (class == "" || p.ContentClass == class) && (provider == "" || p.Provider == provider) {
+			ps = append(ps, p)
+		}
+	}
+	return window, ps, 0, nil
+}
+
+// sloProviders is GET /v1/slo/providers: the figures set with
+// setProviders, of the class and provider asked for.
+func (f *fakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	window, ps, status, prob := f.providerQuery(r)
+	if status != 0 {
+		return status, prob
+	}
+	now := f.now().UTC()
+	q := r.URL.Query()
+	return http.StatusOK, projections.ProviderReport{ContentClass: q.Get("content_class"), Provider: q.Get("provider"),
+		From: now.Add(-window).Truncate(time.Minute), To: now, Providers: ps}
+}
+
+// sloProviderSeries is GET /v1/slo/providers/series: thirteen steps per
+// provider and class of setProviders, as sloSeries steps. A deciding
+// provider gets five attempts a step, two of them late in the middle
+// steps and none in one step (a gap); a shadow four observations a step,
+// none in step 9 and none compared in step 10 (gaps), one disagreement in
+// step 5.
+func (f *fakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	window, ps, status, prob := f.providerQuery(r)
+	if status != 0 {
+		return status, prob
+	}
+	step := window / 12
+	if s := r.URL.Query().Get("step"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Minute || d%time.Minute != 0 {
+			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad step", "step")
+		}
+		step = d
+	}
+	from := f.now().Add(-window).UTC().Truncate(step)
+	q := r.URL.Query()
+	out := projections.ProviderSeries{ContentClass: q.Get("content_class"), Provider: q.Get("provider"),
+		From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Providers: []projections.ProviderSeriesLine{}}
+	ratio := func(a, b int64) *float64 {
+		if b == 0 {
+			return nil
+		}
+		v := float64(a) / float64(b)
+		return &v
+	}
+	for li, p := range ps {
+		line := projections.ProviderSeriesLine{Provider: p.Provider, ContentClass: p.ContentClass}
+		for i := range 13 {
+			pt := projections.ProviderSeriesPoint{From: from.Add(time.Duration(i) * step), To: from.Add(time.Duration(i+1) * step)}
+			if p.Attempts.Total > 0 && i != 3+li {
+				pt.Attempts, pt.AttemptWithinBudget = 5, 5
+				if i == 6 || i == 7 {
+					pt.AttemptWithinBudget = 3
+				}
+			}
+			if p.Shadow.Observed > 0 && i != 9 {
+				pt.ShadowObserved, pt.ShadowWithinBudget = 4, 4
+				if i%4 == 0 {
+					pt.ShadowWithinBudget = 3
+				}
+				if i != 10 {
+					pt.Compared, pt.Agreed = 4, 4
+					if i == 5 {
+						pt.Agreed = 3
+					}
+				}
+			}
+			pt.WithinBudgetRatio = ratio(pt.AttemptWithinBudget, pt.Attempts)
+			pt.ShadowWithinBudgetRatio = ratio(pt.ShadowWithinBudget, pt.ShadowObserved)
+			pt.AgreementRatio = ratio(pt.Agreed, pt.Compared)
+			line.Points = append(line.Points, pt)
+		}
+		out.Providers = append(out.Providers, line)
+	}
+	return http.StatusOK, out
 }
 
 // me is GET /v1/me, the extension of docs/contracts.md §2 the page signs in with.

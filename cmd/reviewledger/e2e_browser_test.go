@@ -92,6 +92,14 @@ func testBrowser(t *testing.T, srv *e2eServer) {
 	page.WaitText("#chart-attempts", "e2e_fast")
 	page.WaitFor("the timed-out attempt in the distribution", `() => [...document.querySelectorAll('#chart-attempts [data-class="e2e_fast"] table.chart-data tbody tr')].some((tr) => tr.cells[2] && Number(tr.cells[2].textContent) > 0)`)
 	page.WaitFor("a step with reviews in the ratio's table", `() => [...document.querySelectorAll('#chart-ratio table.chart-data td')].some((td) => /%$/.test(td.textContent))`)
+	// The providers view, from GET /v1/slo/providers and its series: the
+	// provider that decided e2e_fast has a card with its attempts and a
+	// line of its within-budget ratio.
+	page.WaitFor("a deciding provider's card for e2e_fast", `() => [...document.querySelectorAll('#provider-cards .provider-card[data-class="e2e_fast"]')].some((c) =>
+		c.querySelector('.role-hint.deciding') && Number(c.querySelector('[data-figure="attempts"] .figure-value').textContent.replace(/,/g, '')) > 0)`)
+	page.WaitFor("a provider's within-budget line for e2e_fast", `() => [...document.querySelectorAll('#chart-provider-budget path.line')].some((l) =>
+		l.dataset.series.endsWith(' · e2e_fast') && Number(l.dataset.points) > 0)`)
+	page.WaitHidden("#slo-providers-error")
 	page.Screenshot("e2e-slo-charts-1280x800")
 	page.Viewport(390, 844)
 	page.WaitCharts()

@@ -81,6 +81,7 @@
     contentURL: '',     // object URL of the content offered for download
     slo: { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: 0 },
     history: { series: null, attempts: null, seq: 0 },
+    providers: { report: null, series: null, seq: 0 },
     classes: new Set(),
     cursor: '',         // the queue row the keyboard is on
     selected: new Set(),
@@ -447,7 +448,8 @@
     resetContent();
     state.slo = { data: null, fetchedAt: 0, lastOK: 0, loading: false, seq: state.slo.seq + 1 };
     state.history = { series: null, attempts: null, seq: state.history.seq + 1 };
-    for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles', 'slo-history']) show($(id), false);
+    state.providers = { report: null, series: null, seq: state.providers.seq + 1 };
+    for (const id of ['queue-error', 'queue-notice', 'queue-empty', 'review-panel', 'slo-error', 'slo-alerts', 'slo-tiles', 'slo-history', 'slo-providers']) show($(id), false);
     setText('queue-count', '');
     setText('queue-updated', '');
     setText('slo-updated', '');
@@ -1759,6 +1761,7 @@
   async function loadSLO() {
     if (!state.token || !can('slo')) return;
     bg(loadHistory());
+    bg(loadProviders());
     const seq = ++state.slo.seq;
     state.slo.loading = true;
     $('slo-view').setAttribute('aria-busy', 'true');
@@ -1975,6 +1978,193 @@
         ],
       });
     }
+  }
+
+  // ---- SLO per provider (GET /v1/slo/providers and its series) ---------
+
+  // loadProviders reads each provider's figures over the window and step
+  // by step, with the dashboard's window and class.
+  async function loadProviders() {
+    const seq = ++state.providers.seq;
+    const q = sloQuery();
+    const box = $('slo-providers');
+    box.setAttribute('aria-busy', 'true');
+    try {
+      const [report, series] = await Promise.all([api('GET', '/v1/slo/providers?' + q), api('GET', '/v1/slo/providers/series?' + q)]);
+      if (seq !== state.providers.seq) return;
+      const failed = !report.ok ? report : (!series.ok ? series : null);
+      if (failed) {
+        const lead = failed.status === 403 ? forbiddenLead('the provider figures need the auditor or moderator role') : 'The provider figures could not be loaded.';
+        renderProblem($('slo-providers-error'), failed.problem, lead);
+        show(box, true);
+        return;
+      }
+      show($('slo-providers-error'), false);
+      state.providers.report = report.data || {};
+      state.providers.series = series.data || {};
+      renderProviders();
+    } finally {
+      if (seq === state.providers.seq) box.removeAttribute('aria-busy');
+    }
+  }
+
+  // A provider acts as the deciding provider of a class when it was sent
+  // attempts (or decided reviews), as a shadow when it was observed.
+  function decides(p) { return !!p && ((p.attempts && p.attempts.total > 0) || p.decided > 0); }
+  function shadows(p) { return !!p && !!p.shadow && (p.shadow.observed > 0 || p.shadow.missing > 0); }
+
+  function providerKey(p) { return String(p.provider) + '\u0000' + String(p.content_class); }
+  function providerLabel(p) { return String(p.provider) + ' · ' + String(p.content_class); }
+
+  // providerColours gives each provider and class a colour (s-prov-0 to
+  // s-prov-5) that its card and its lines share.
+  function providerColours(report, series) {
+    const keys = new Set();
+    for (const p of report) keys.add(providerKey(p));
+    for (const l of series) keys.add(providerKey(l));
+    const out = new Map();
+    Array.from(keys).sort().forEach((k, i) => out.set(k, 's-prov-' + (i % 6)));
+    return out;
+  }
+
+  function renderProviders() {
+    const pr = state.providers;
+    if (!pr.report || !pr.series) return;
+    const box = $('slo-providers');
+    show(box, true);
+    const report = (Array.isArray(pr.report.providers) ? pr.report.providers : []).filter((p) => decides(p) || shadows(p));
+    const lines = Array.isArray(pr.series.providers) ? pr.series.providers : [];
+    setText('slo-providers-range', pr.report.from ? timestamp(pr.report.from) + ' to ' + timestamp(pr.report.to) : '');
+    const empty = report.length === 0;
+    show($('slo-providers-empty'), empty);
+    const cards = $('provider-cards');
+    clear(cards);
+    show(cards, !empty);
+    show($('provider-charts'), !empty && lines.length > 0);
+    if (empty) return;
+    const colours = providerColours(report, lines);
+    report.forEach((p, i) => cards.append(providerCard(p, i, colours.get(providerKey(p)))));
+    if (lines.length > 0) renderProviderCharts(lines, colours);
+  }
+
+  // figure is one figure of a card: its name, value and a line under it;
+  // a warning or critical level is written out too, not only coloured.
+  function figure(name, label, value, sub, lvl) {
+    const dd = el('dd', { class: 'figure-value', text: value });
+    const alert = lvl === 'crit' || lvl === 'warn';
+    if (alert) dd.classList.add(lvl);
+    return el('div', { class: 'figure', dataset: { figure: name } }, el('dt', { text: label }), dd,
+      sub ? el('dd', { class: 'figure-sub', text: sub }) : null,
+      alert ? el('dd', { class: 'figure-flag ' + lvl, text: (lvl === 'crit' ? 'Critical: below ' + percent(RATIO_CRIT, 0) : 'Warning: below ' + percent(RATIO_WARN, 0)) }) : null);
+  }
+
+  function budgetLevel(ratio, n) {
+    if (!(n > 0) || typeof ratio !== 'number') return 'ok';
+    if (ratio < RATIO_CRIT) return 'crit';
+    if (ratio < RATIO_WARN) return 'warn';
+    return 'ok';
+  }
+
+  function providerCard(p, i, colour) {
+    const id = 'provider-card-' + i;
+    const a = p.attempts || {};
+    const sh = p.shadow || {};
+    const roles = el('p', { class: 'role-hints' });
+    if (decides(p)) roles.append(el('span', { class: 'role-hint deciding', text: 'deciding' }));
+    if (shadows(p)) roles.append(el('span', { class: 'role-hint shadow', text: 'shadow' }));
+    const card = el('section', { class: 'provider-card', id, 'aria-labelledby': id + '-title', dataset: { provider: p.provider, class: p.content_class } },
+      el('h3', { class: 'provider-name', id: id + '-title' }, el('span', { class: 'swatch ' + colour, 'aria-hidden': 'true' }), String(p.provider)),
+      el('p', { class: 'provider-class', text: String(p.content_class) }),
+      roles);
+    if (decides(p)) {
+      const lat = a.latency_ms || {};
+      card.append(el('div', { class: 'provider-role deciding' },
+        el('h4', { text: 'As the deciding provider' }),
+        el('dl', { class: 'provider-figures' },
+          figure('attempts', 'Attempts', count(a.total), count(a.findings) + ' findings · ' + count(a.timeouts) + ' timeouts · ' + count(a.failures) + ' failures'),
+          figure('within-budget', 'Within budget', a.total > 0 ? percent(a.within_budget_ratio, 1) : '—',
+            count(a.within_budget) + ' of ' + count(a.total) + ' attempts', budgetLevel(a.within_budget_ratio, a.total)),
+          figure('timeouts-failures', 'Timeouts / failures', a.total > 0 ? percent(a.timeout_ratio, 1) + ' / ' + percent(a.failure_ratio, 1) : '—'),
+          figure('latency', 'Latency to finding', a.findings > 0 ? 'p50 ' + millis(lat.p50) + ' · p99 ' + millis(lat.p99) : '—'),
+          figure('decided', 'Reviews decided', count(p.decided), count(p.decided_within_budget) + ' within budget'))));
+    }
+    if (shadows(p)) {
+      const lat = sh.latency_ms || {};
+      card.append(el('div', { class: 'provider-role shadow' },
+        el('h4', { text: 'As a shadow' }),
+        el('dl', { class: 'provider-figures' },
+          figure('observed', 'Observed', count(sh.observed), count(sh.findings) + ' findings · ' + count(sh.timeouts) + ' timeouts · ' + count(sh.errors) + ' errors'),
+          figure('agreement', 'Agreement', sh.compared > 0 ? percent(sh.agreement_ratio, 1) : '—',
+            sh.compared > 0 ? count(sh.agreed) + ' of ' + count(sh.compared) + ' compared' : 'nothing compared yet'),
+          figure('shadow-within-budget', 'Within budget', sh.observed > 0 ? percent(sh.within_budget_ratio, 1) : '—',
+            count(sh.within_budget) + ' of ' + count(sh.observed) + ' observed', budgetLevel(sh.within_budget_ratio, sh.observed)),
+          figure('timeouts-errors', 'Timeouts / errors', sh.observed > 0 ? percent(sh.timeout_ratio, 1) + ' / ' + percent(sh.error_ratio, 1) : '—'),
+          figure('missing', 'Missing', count(sh.missing), 'recorded, never came'),
+          figure('shadow-latency', 'Latency p99', sh.findings > 0 ? millis(lat.p99) : '—', sh.findings > 0 ? 'p50 ' + millis(lat.p50) : '')),
+        confusionTable(p, Array.isArray(sh.confusion) ? sh.confusion : [])));
+    }
+    return card;
+  }
+
+  // confusionTable counts the shadow's findings by its state (rows) and
+  // the state of the finding that decided the review (columns).
+  function confusionTable(p, cells) {
+    if (cells.length === 0) return el('p', { class: 'muted confusion-none', text: 'No finding compared.' });
+    const order = (xs) => Array.from(new Set(xs)).sort((x, y) => {
+      const rank = (s) => (s === 'accepted' ? 0 : s === 'rejected' ? 1 : 2);
+      return rank(x) - rank(y) || (x < y ? -1 : x > y ? 1 : 0);
+    });
+    const rows = order(cells.map((c) => String(c.shadow)));
+    const cols = order(cells.map((c) => String(c.decided)));
+    const n = new Map(cells.map((c) => [String(c.shadow) + '\u0000' + String(c.decided), c.count]));
+    const head = el('tr', null, el('th', { scope: 'col', text: 'Shadow \u2193 decided \u2192' }));
+    for (const c of cols) head.append(el('th', { scope: 'col', text: words(c) }));
+    const body = el('tbody');
+    for (const r of rows) {
+      const tr = el('tr', null, el('th', { scope: 'row', text: words(r) }));
+      for (const c of cols) {
+        const v = n.get(r + '\u0000' + c) || 0;
+        tr.append(el('td', { class: 'num' + (r === c ? ' agree' : ''), dataset: { shadow: r, decided: c }, text: count(v) }));
+      }
+      body.append(tr);
+    }
+    return el('table', { class: 'confusion' },
+      el('caption', { text: 'Findings of ' + String(p.provider) + ' as a shadow (rows) against the decided finding (columns)' }),
+      el('thead', null, head), body);
+  }
+
+  // renderProviderCharts draws, per provider and class, its within-budget
+  // ratio (as deciding, solid; as a shadow, dashed) and its agreement
+  // ratio step by step; a step without attempts or comparisons is a gap.
+  function renderProviderCharts(lines, colours) {
+    const charts = window.reviewledgerCharts;
+    if (!charts) return;
+    const pts0 = Array.isArray(lines[0].points) ? lines[0].points : [];
+    const steps = pts0.map((p) => ({ from: new Date(p.from), to: new Date(p.to) }));
+    const pct = (v) => percent(v, Math.abs(v) < 1 && Math.round(v * 1000) % 10 !== 0 ? 1 : 0);
+    const vals = (l, k) => (Array.isArray(l.points) ? l.points : []).map((p) => (typeof p[k] === 'number' ? p[k] : null));
+    const any = (l, k) => (Array.isArray(l.points) ? l.points : []).some((p) => p[k] > 0);
+    const budget = [];
+    const agreement = [];
+    for (const l of lines) {
+      const cls = colours.get(providerKey(l));
+      if (any(l, 'attempts')) budget.push({ label: providerLabel(l), cls, values: vals(l, 'within_budget_ratio') });
+      if (any(l, 'shadow_observed')) budget.push({ label: providerLabel(l) + ' (shadow)', cls: cls + ' s-shadow', values: vals(l, 'shadow_within_budget_ratio') });
+      if (any(l, 'compared')) agreement.push({ label: providerLabel(l), cls, values: vals(l, 'agreement_ratio') });
+    }
+    const left = { format: pct, max: 1, floor: 0, minSpan: 0.04 };
+    charts.lineChart($('chart-provider-budget-box'), {
+      title: 'Share of each provider’s attempts (solid) and shadow observations (dashed) within budget per step',
+      table: 'Within budget per provider and step', steps, series: budget, left,
+    });
+    show($('chart-provider-agreement-empty'), agreement.length === 0);
+    show($('chart-provider-agreement-box'), agreement.length > 0);
+    if (agreement.length > 0) {
+      charts.lineChart($('chart-provider-agreement-box'), {
+        title: 'Share of each shadow provider’s compared findings that agreed with the decided finding per step',
+        table: 'Shadow agreement per provider and step', steps, series: agreement, left,
+      });
+    } else clear($('chart-provider-agreement-box'));
   }
 
   function updateSLOFreshness() {
@@ -2445,7 +2635,7 @@
     let resizing = 0;
     window.addEventListener('resize', () => {
       window.clearTimeout(resizing);
-      resizing = window.setTimeout(() => { if (state.view === 'slo') renderHistory(); }, 150);
+      resizing = window.setTimeout(() => { if (state.view === 'slo') { renderHistory(); renderProviders(); } }, 150);
     });
     window.setInterval(guard(everySecond), 1000);
     window.setInterval(guard(everyRefresh), REFRESH_MS);
