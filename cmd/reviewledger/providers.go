@@ -83,7 +83,10 @@ func parseProvider(n *yaml.Node) (providerSpec, error) {
 		case "circuit":
 			return parseCircuit(v, &s.Upstream.Circuit)
 		case "sim":
-			return parseSim(v, &s.Sim)
+			if err := parseSim(v, &s.Sim); err != nil {
+				return err
+			}
+			return checkSim(v.Line, s.Sim)
 		default:
 			return fmt.Errorf("%s: line %d: unknown key", key, v.Line)
 		}
@@ -166,7 +169,9 @@ func parseCircuit(n *yaml.Node, c *engine.Circuit) error {
 		case "failure_ratio":
 			c.FailureRatio, err = ratio(v)
 		case "window":
-			c.Window, err = positive(v)
+			if c.Window, err = positive(v); err == nil && c.Window < minCircuitWindow {
+				err = fmt.Errorf("line %d: must be at least %s, got %s", v.Line, minCircuitWindow, c.Window)
+			}
 		case "min_calls":
 			c.MinCalls, err = atLeastOne(v)
 		case "open_for":
@@ -209,6 +214,21 @@ func parseSim(n *yaml.Node, c *provider.SimConfig) error {
 		}
 		return nil
 	})
+}
+
+// minCircuitWindow is the shortest circuit window the engine counts in.
+const minCircuitWindow = 10 * time.Millisecond
+
+// checkSim refuses a simulator's settings that are valid one by one but
+// not together; line is the sim key's.
+func checkSim(line int, c provider.SimConfig) error {
+	if sum := c.TimeoutRate + c.ErrorRate + c.InvalidRate + c.AsyncRate; sum > 1 {
+		return fmt.Errorf("sim: line %d: timeout_rate + error_rate + invalid_rate + async_rate must not exceed 1, got %v", line, sum)
+	}
+	if c.P99Latency > 0 && c.MedianLatency > 0 && c.P99Latency < c.MedianLatency {
+		return fmt.Errorf("sim.p99: line %d: %s is below sim.median %s", line, c.P99Latency, c.MedianLatency)
+	}
+	return nil
 }
 
 func scalar(v *yaml.Node) (string, error) {

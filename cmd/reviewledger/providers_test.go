@@ -101,6 +101,9 @@ func TestParsePolicyProvidersRefuses(t *testing.T) {
 		{"unknown circuit key", "probes: 2}", "probes: 2, half_open: 1}", `provider "managed": circuit.half_open: line 10: unknown key`},
 		{"retry ratio 0", "ratio: 0.1", "ratio: 0", `provider "managed": retry_budget.ratio: line 9`},
 		{"sim rate above 1", "reject_rate: 0.1", "reject_rate: 2", `provider "selfhosted": sim.reject_rate: line 13`},
+		{"sim rates above 1 together", "reject_rate: 0.1", "timeout_rate: 0.6, error_rate: 0.5", `provider "selfhosted": sim: line 13: timeout_rate + error_rate + invalid_rate + async_rate must not exceed 1, got 1.1`},
+		{"sim p99 below its median", "p99: 200ms", "p99: 20ms", `provider "selfhosted": sim.p99: line 13: 20ms is below sim.median 40ms`},
+		{"circuit window under 10ms", "window: 20s, min_calls", "window: 5ms, min_calls", `provider "managed": circuit.window: line 10: must be at least 10ms, got 5ms`},
 		{"the default provider declared", "  selfhosted:\n    kind: sim", "  default:\n    kind: sim", `provider "default": line 12: the name is the single-provider settings'`},
 		{"a bad provider name", "  selfhosted:\n    kind: sim", "  Self Hosted:\n    kind: sim", `provider "Self Hosted": line 12: not a provider name`},
 	}
