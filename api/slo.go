@@ -38,20 +38,49 @@ func parseWindow(q string) (time.Duration, error) {
 	return d, nil
 }
 
-// slo is GET /v1/slo, from the SLO read models.
-func (s *Server) slo(c echo.Context) error {
-	window, err := parseWindow(c.QueryParam("window"))
-	if err != nil {
-		return err
+// sloQuery is what the SLO routes read from their query string.
+type sloQuery struct {
+	window, step    time.Duration
+	class, provider string
+}
+
+// sloQuery reads the query of an SLO route named what: window (def
+// without one), step when series, content_class, and provider when
+// withProvider; it fails with ErrNotReady without read models.
+func (s *Server) sloQuery(c echo.Context, what string, def time.Duration, series, withProvider bool) (sloQuery, error) {
+	q := sloQuery{window: def}
+	var err error
+	if w := c.QueryParam("window"); w != "" {
+		if q.window, err = parseWindow(w); err != nil {
+			return q, err
+		}
 	}
-	class, err := s.classParam(c)
-	if err != nil {
-		return err
+	if series {
+		if q.step, err = parseStep(c.QueryParam("step"), q.window); err != nil {
+			return q, err
+		}
+	}
+	if q.class, err = s.classParam(c); err != nil {
+		return q, err
+	}
+	if withProvider {
+		if q.provider, err = providerParam(c); err != nil {
+			return q, err
+		}
 	}
 	if s.deps.ReadModels == nil {
-		return fmt.Errorf("slo: no read models configured: %w", ErrNotReady)
+		return q, fmt.Errorf("%s: no read models configured: %w", what, ErrNotReady)
 	}
-	sum, err := s.deps.ReadModels.SLO(c.Request().Context(), window, class, s.cfg.Now())
+	return q, nil
+}
+
+// slo is GET /v1/slo, from the SLO read models.
+func (s *Server) slo(c echo.Context) error {
+	q, err := s.sloQuery(c, "slo", DefaultSLOWindow, false, false)
+	if err != nil {
+		return err
+	}
+	sum, err := s.deps.ReadModels.SLO(c.Request().Context(), q.window, q.class, s.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -60,14 +89,6 @@ func (s *Server) slo(c echo.Context) error {
 
 // DefaultSeriesWindow is the window of GET /v1/slo/series without one.
 const DefaultSeriesWindow = 24 * time.Hour
-
-// seriesWindow is the query's window, DefaultSeriesWindow without one.
-func seriesWindow(c echo.Context) (time.Duration, error) {
-	if q := c.QueryParam("window"); q != "" {
-		return parseWindow(q)
-	}
-	return DefaultSeriesWindow, nil
-}
 
 // seriesSteps are the steps GET /v1/slo/series picks from when none is
 // given: the shortest that keeps a window to at most 300 points.
@@ -103,22 +124,11 @@ func parseStep(q string, window time.Duration) (time.Duration, error) {
 // sloSeries is GET /v1/slo/series: the SLO figures of a window step by
 // step, from the read models.
 func (s *Server) sloSeries(c echo.Context) error {
-	window, err := seriesWindow(c)
+	q, err := s.sloQuery(c, "slo series", DefaultSeriesWindow, true, false)
 	if err != nil {
 		return err
 	}
-	step, err := parseStep(c.QueryParam("step"), window)
-	if err != nil {
-		return err
-	}
-	class, err := s.classParam(c)
-	if err != nil {
-		return err
-	}
-	if s.deps.ReadModels == nil {
-		return fmt.Errorf("slo series: no read models configured: %w", ErrNotReady)
-	}
-	series, err := s.deps.ReadModels.SLOSeries(c.Request().Context(), window, step, class, s.cfg.Now())
+	series, err := s.deps.ReadModels.SLOSeries(c.Request().Context(), q.window, q.step, q.class, s.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -135,21 +145,14 @@ type attemptsView struct {
 // sloAttempts is GET /v1/slo/attempts: each class's attempt service-time
 // distribution over a window (what capacity --from-db plans from).
 func (s *Server) sloAttempts(c echo.Context) error {
-	window, err := seriesWindow(c)
+	q, err := s.sloQuery(c, "slo attempts", DefaultSeriesWindow, false, false)
 	if err != nil {
 		return err
-	}
-	class, err := s.classParam(c)
-	if err != nil {
-		return err
-	}
-	if s.deps.ReadModels == nil {
-		return fmt.Errorf("slo attempts: no read models configured: %w", ErrNotReady)
 	}
 	now := s.cfg.Now()
-	times, err := s.deps.ReadModels.AttemptServiceTimes(c.Request().Context(), class, window, now)
+	times, err := s.deps.ReadModels.AttemptServiceTimes(c.Request().Context(), q.class, q.window, now)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, attemptsView{From: now.Add(-window).UTC().Truncate(time.Minute), To: now, Classes: times})
+	return c.JSON(http.StatusOK, attemptsView{From: now.Add(-q.window).UTC().Truncate(time.Minute), To: now, Classes: times})
 }

@@ -24,22 +24,11 @@ func providerParam(c echo.Context) (string, error) {
 // sloProviders is GET /v1/slo/providers: each provider's attempts, the
 // reviews it decided and its shadow comparison, per class, over a window.
 func (s *Server) sloProviders(c echo.Context) error {
-	window, err := parseWindow(c.QueryParam("window"))
+	q, err := s.sloQuery(c, "slo providers", DefaultSLOWindow, false, true)
 	if err != nil {
 		return err
 	}
-	class, err := s.classParam(c)
-	if err != nil {
-		return err
-	}
-	provider, err := providerParam(c)
-	if err != nil {
-		return err
-	}
-	if s.deps.ReadModels == nil {
-		return fmt.Errorf("slo providers: no read models configured: %w", ErrNotReady)
-	}
-	report, err := s.deps.ReadModels.ProviderSLO(c.Request().Context(), window, class, provider, s.cfg.Now())
+	report, err := s.deps.ReadModels.ProviderSLO(c.Request().Context(), q.window, q.class, q.provider, s.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -49,26 +38,11 @@ func (s *Server) sloProviders(c echo.Context) error {
 // sloProviderSeries is GET /v1/slo/providers/series: the figures of
 // GET /v1/slo/providers step by step.
 func (s *Server) sloProviderSeries(c echo.Context) error {
-	window, err := seriesWindow(c)
+	q, err := s.sloQuery(c, "slo provider series", DefaultSeriesWindow, true, true)
 	if err != nil {
 		return err
 	}
-	step, err := parseStep(c.QueryParam("step"), window)
-	if err != nil {
-		return err
-	}
-	class, err := s.classParam(c)
-	if err != nil {
-		return err
-	}
-	provider, err := providerParam(c)
-	if err != nil {
-		return err
-	}
-	if s.deps.ReadModels == nil {
-		return fmt.Errorf("slo provider series: no read models configured: %w", ErrNotReady)
-	}
-	series, err := s.deps.ReadModels.ProviderSeries(c.Request().Context(), window, step, class, provider, s.cfg.Now())
+	series, err := s.deps.ReadModels.ProviderSeries(c.Request().Context(), q.window, q.step, q.class, q.provider, s.cfg.Now())
 	if err != nil {
 		return err
 	}
