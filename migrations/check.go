@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // ErrNotMigrated is matched by Check's error when the database lacks
@@ -50,7 +52,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool) error {
 		return nil
 	}
 	if err := pool.QueryRow(ctx, `SELECT current_database()`).Scan(&e.Database); err != nil {
-		return dbErr(ctx, "migration status", err)
+		return storeerr.Wrap(ctx, "migration status", err)
 	}
 	return e
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // lockKey is the advisory lock held while migrating: the bytes of
@@ -41,13 +43,13 @@ func Apply(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 func apply(ctx context.Context, pool *pgxpool.Pool, all []Migration) ([]int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, dbErr(ctx, "migrate", err)
+		return nil, storeerr.Wrap(ctx, "migrate", err)
 	}
 	defer conn.Release()
 
 	// A session-level lock, so that it spans the per-migration transactions.
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockKey); err != nil {
-		return nil, dbErr(ctx, "migrate: lock", err)
+		return nil, storeerr.Wrap(ctx, "migrate: lock", err)
 	}
 	defer func() {
 		// Unlock even when ctx is done; if that fails too, closing the
@@ -60,7 +62,7 @@ func apply(ctx context.Context, pool *pgxpool.Pool, all []Migration) ([]int, err
 	}()
 
 	if _, err := conn.Exec(ctx, createTable); err != nil {
-		return nil, dbErr(ctx, "migrate: create version table", err)
+		return nil, storeerr.Wrap(ctx, "migrate: create version table", err)
 	}
 	done, err := appliedVersions(ctx, conn.Conn())
 	if err != nil {
@@ -79,7 +81,7 @@ func apply(ctx context.Context, pool *pgxpool.Pool, all []Migration) ([]int, err
 			return err
 		})
 		if err != nil {
-			return applied, dbErr(ctx, fmt.Sprintf("migrate: %04d_%s", m.Version, m.Name), err)
+			return applied, storeerr.Wrap(ctx, fmt.Sprintf("migrate: %04d_%s", m.Version, m.Name), err)
 		}
 		applied = append(applied, m.Version)
 	}
@@ -98,7 +100,7 @@ func appliedVersions(ctx context.Context, conn *pgx.Conn) (map[int]time.Time, er
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "migrate: read versions", err)
+		return nil, storeerr.Wrap(ctx, "migrate: read versions", err)
 	}
 	return done, nil
 }
@@ -112,12 +114,12 @@ func List(ctx context.Context, pool *pgxpool.Pool) ([]Status, error) {
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, dbErr(ctx, "migration status", err)
+		return nil, storeerr.Wrap(ctx, "migration status", err)
 	}
 	defer conn.Release()
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('reviewledger_migration') IS NOT NULL`).Scan(&exists); err != nil {
-		return nil, dbErr(ctx, "migration status", err)
+		return nil, storeerr.Wrap(ctx, "migration status", err)
 	}
 	done := map[int]time.Time{}
 	if exists {
@@ -131,14 +133,4 @@ func List(ctx context.Context, pool *pgxpool.Pool) ([]Status, error) {
 		out[i] = Status{Version: m.Version, Name: m.Name, Applied: ok, AppliedAt: at}
 	}
 	return out, nil
-}
-
-// dbErr translates a driver error at the edge of the migrator: the
-// context's error when ctx ended, otherwise only the message, so that no
-// pgx type reaches callers.
-func dbErr(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w", op, ctxErr)
-	}
-	return fmt.Errorf("%s: %v", op, err)
 }

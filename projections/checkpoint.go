@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // checkpoint is a projection's progress, stored in projection_checkpoint.
@@ -41,11 +42,11 @@ func ensureCheckpoint(ctx context.Context, pool *pgxpool.Pool, p projection) (ch
 	_, err := pool.Exec(ctx, `INSERT INTO projection_checkpoint (name, version) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
 		p.name(), p.version())
 	if err != nil {
-		return checkpoint{}, dbErr(ctx, "projection "+p.name()+": create checkpoint", err)
+		return checkpoint{}, storeerr.Wrap(ctx, "projection "+p.name()+": create checkpoint", err)
 	}
 	cp, err := scanCheckpoint(pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM projection_checkpoint WHERE name = $1`, p.name()))
 	if err != nil {
-		return checkpoint{}, dbErr(ctx, "projection "+p.name()+": read checkpoint", err)
+		return checkpoint{}, storeerr.Wrap(ctx, "projection "+p.name()+": read checkpoint", err)
 	}
 	return cp, nil
 }
@@ -59,7 +60,7 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, names []string) (map[string
 	rows, err := tx.Query(ctx, `SELECT name, `+checkpointColumns+` FROM projection_checkpoint
 		WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
 	if err != nil {
-		return nil, dbErr(ctx, "lock checkpoints", err)
+		return nil, storeerr.Wrap(ctx, "lock checkpoints", err)
 	}
 	defer rows.Close()
 	out := make(map[string]checkpoint, len(names))
@@ -67,12 +68,12 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, names []string) (map[string
 		var name string
 		cp, err := scanCheckpoint(namedRow{rows, &name})
 		if err != nil {
-			return nil, dbErr(ctx, "lock checkpoints", err)
+			return nil, storeerr.Wrap(ctx, "lock checkpoints", err)
 		}
 		out[name] = cp
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr(ctx, "lock checkpoints", err)
+		return nil, storeerr.Wrap(ctx, "lock checkpoints", err)
 	}
 	for _, n := range names {
 		if _, ok := out[n]; !ok {
@@ -108,7 +109,7 @@ func advance(ctx context.Context, tx pgx.Tx, moved []progress, position eventsto
 		FROM unnest($1::text[], $2::bigint[]) AS u(name, n) WHERE c.name = u.name`,
 		names, ns, int64(position.Commit), int64(position.Prepare), lastRecordedAt)
 	if err != nil {
-		return dbErr(ctx, fmt.Sprintf("save checkpoints %v", names), err)
+		return storeerr.Wrap(ctx, fmt.Sprintf("save checkpoints %v", names), err)
 	}
 	return nil
 }

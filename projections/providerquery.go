@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // ProviderReport is the body of GET /v1/slo/providers: each provider's
@@ -150,7 +151,7 @@ func (db *DB) providerSLO(ctx context.Context, window time.Duration, class, prov
 		return err
 	})
 	if err != nil {
-		return ProviderReport{}, dbErr(ctx, "provider slo", err)
+		return ProviderReport{}, storeerr.Wrap(ctx, "provider slo", err)
 	}
 	for k, s := range byKey {
 		s.fill(hists[[3]string{k[0], k[1], kindAttempt}], hists[[3]string{k[0], k[1], kindShadow}])
@@ -291,7 +292,7 @@ func (db *DB) providerSeries(ctx context.Context, window, step time.Duration, cl
 		FROM provider_minute WHERE minute >= $1 AND minute < $2 AND ($3 = '' OR content_class = $3) AND ($4 = '' OR provider = $4)`,
 		from, to, class, provider)
 	if err != nil {
-		return ProviderSeries{}, dbErr(ctx, "provider series", err)
+		return ProviderSeries{}, storeerr.Wrap(ctx, "provider series", err)
 	}
 	var (
 		c, p string
@@ -314,7 +315,7 @@ func (db *DB) providerSeries(ctx context.Context, window, step time.Duration, cl
 		return nil
 	})
 	if err != nil {
-		return ProviderSeries{}, dbErr(ctx, "provider series", err)
+		return ProviderSeries{}, storeerr.Wrap(ctx, "provider series", err)
 	}
 	for _, l := range lines {
 		for i := range l.Points {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // providersProjection keeps the providers read model (migration 0060):
@@ -335,7 +336,7 @@ func loadProviderOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) 
 	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, providers, awaiting, pending, decided, closed_at
 		FROM `+t.name("provider_open")+` WHERE review_id = ANY($1)`, ids)
 	if err != nil {
-		return nil, dbErr(ctx, "load provider_open", err)
+		return nil, storeerr.Wrap(ctx, "load provider_open", err)
 	}
 	var (
 		id, providers, awaiting, pending string
@@ -352,7 +353,7 @@ func loadProviderOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) 
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "load provider_open", err)
+		return nil, storeerr.Wrap(ctx, "load provider_open", err)
 	}
 	return out, nil
 }
@@ -397,7 +398,7 @@ func writeProviderOpen(ctx context.Context, tx pgx.Tx, t tableSet, order []strin
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return dbErr(ctx, "write provider_open", err)
+		return storeerr.Wrap(ctx, "write provider_open", err)
 	}
 	return nil
 }
@@ -408,7 +409,7 @@ func expireProviderOpen(ctx context.Context, tx pgx.Tx, t tableSet, cutoff time.
 	rows, err := tx.Query(ctx, `DELETE FROM `+t.name("provider_open")+` WHERE closed_at < $1
 		RETURNING content_class, submitted_at, awaiting`, cutoff)
 	if err != nil {
-		return dbErr(ctx, "expire provider_open", err)
+		return storeerr.Wrap(ctx, "expire provider_open", err)
 	}
 	var (
 		r        providerRow
@@ -420,7 +421,7 @@ func expireProviderOpen(ctx context.Context, tx pgx.Tx, t tableSet, cutoff time.
 		return nil
 	})
 	if err != nil {
-		return dbErr(ctx, "expire provider_open", err)
+		return storeerr.Wrap(ctx, "expire provider_open", err)
 	}
 	return nil
 }
@@ -484,7 +485,7 @@ func writeProviderCounts(ctx context.Context, tx pgx.Tx, t tableSet, delta *prov
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return dbErr(ctx, "write provider counts", err)
+		return storeerr.Wrap(ctx, "write provider counts", err)
 	}
 	return nil
 }

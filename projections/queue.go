@@ -10,6 +10,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // queueProjection keeps manual_queue: the reviews in manual_review, with
@@ -271,7 +272,7 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, ent
 		rows, err := tx.Query(ctx, `SELECT review_id, content_class, priority, required_approvals, human_gate, claims, manual_sla_ms, round
 			FROM `+t.name("manual_queue_candidate")+` WHERE review_id = ANY($1)`, candidates)
 		if err != nil {
-			return nil, dbErr(ctx, "load manual_queue_candidate", err)
+			return nil, storeerr.Wrap(ctx, "load manual_queue_candidate", err)
 		}
 		_, err = pgx.ForEachRow(rows, []any{&id, &c.class, &c.priority, &c.requiredApprovals, &c.humanGate, &c.claims, &c.manualSLAMS, &c.round}, func() error {
 			s := get(id)
@@ -279,7 +280,7 @@ func loadQueueStates(ctx context.Context, tx pgx.Tx, t tableSet, candidates, ent
 			return nil
 		})
 		if err != nil {
-			return nil, dbErr(ctx, "load manual_queue_candidate", err)
+			return nil, storeerr.Wrap(ctx, "load manual_queue_candidate", err)
 		}
 	}
 	if len(entries) > 0 {
@@ -297,7 +298,7 @@ const queueColumns = `review_id, content_class, priority, reason, attempts, esca
 func loadEntries(ctx context.Context, tx pgx.Tx, t tableSet, entries []string, get func(string) *queueState) error {
 	rows, err := tx.Query(ctx, `SELECT `+queueColumns+` FROM `+t.name("manual_queue")+` WHERE review_id = ANY($1)`, entries)
 	if err != nil {
-		return dbErr(ctx, "load manual_queue", err)
+		return storeerr.Wrap(ctx, "load manual_queue", err)
 	}
 	var (
 		id                     string
@@ -321,7 +322,7 @@ func loadEntries(ctx context.Context, tx pgx.Tx, t tableSet, entries []string, g
 		return nil
 	})
 	if err != nil {
-		return dbErr(ctx, "load manual_queue", err)
+		return storeerr.Wrap(ctx, "load manual_queue", err)
 	}
 	return nil
 }
@@ -398,7 +399,7 @@ func writeQueue(ctx context.Context, tx pgx.Tx, t tableSet, order []string, stat
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return dbErr(ctx, "write manual_queue", err)
+		return storeerr.Wrap(ctx, "write manual_queue", err)
 	}
 	return nil
 }

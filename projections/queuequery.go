@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // QueueItem is one review in the manual queue; its JSON is an item of GET
@@ -164,7 +165,7 @@ func (db *DB) manualQueue(ctx context.Context, q QueueQuery, now time.Time) (Que
 		FROM manual_queue WHERE `+where+`
 		ORDER BY `+q.orderBy()+fmt.Sprintf(` LIMIT $%d`, len(args)), args...)
 	if err != nil {
-		return Queue{}, dbErr(ctx, "manual queue", err)
+		return Queue{}, storeerr.Wrap(ctx, "manual queue", err)
 	}
 	out := Queue{Items: []QueueItem{}, Now: now.UTC()}
 	var (
@@ -185,7 +186,7 @@ func (db *DB) manualQueue(ctx context.Context, q QueueQuery, now time.Time) (Que
 		return nil
 	})
 	if err != nil {
-		return Queue{}, dbErr(ctx, "manual queue", err)
+		return Queue{}, storeerr.Wrap(ctx, "manual queue", err)
 	}
 	return out, nil
 }
@@ -204,7 +205,7 @@ func (db *DB) countQueue(ctx context.Context, q QueueQuery, now time.Time) (int,
 	where, args := q.where(now)
 	var n int
 	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM manual_queue WHERE `+where, args...).Scan(&n); err != nil {
-		return 0, dbErr(ctx, "count manual queue", err)
+		return 0, storeerr.Wrap(ctx, "count manual queue", err)
 	}
 	return n, nil
 }
@@ -215,11 +216,11 @@ func (db *DB) ExpiredClaims(ctx context.Context, now time.Time, limit int) ([]st
 	rows, err := db.pool.Query(ctx, `SELECT review_id FROM manual_queue
 		WHERE claim_expires_at IS NOT NULL AND claim_expires_at <= $1 ORDER BY claim_expires_at LIMIT $2`, now, limit)
 	if err != nil {
-		return nil, dbErr(ctx, "expired claims", err)
+		return nil, storeerr.Wrap(ctx, "expired claims", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, dbErr(ctx, "expired claims", err)
+		return nil, storeerr.Wrap(ctx, "expired claims", err)
 	}
 	return ids, nil
 }
@@ -240,14 +241,14 @@ func (db *DB) CountBreaches(ctx context.Context, now time.Time) ([]Breach, error
 		ON CONFLICT (review_id, round) DO NOTHING
 		RETURNING review_id, content_class, round, due_at`, now)
 	if err != nil {
-		return nil, dbErr(ctx, "count SLA breaches", err)
+		return nil, storeerr.Wrap(ctx, "count SLA breaches", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Breach, error) {
 		var b Breach
 		return b, r.Scan(&b.ReviewID, &b.ContentClass, &b.Round, &b.DueAt)
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "count SLA breaches", err)
+		return nil, storeerr.Wrap(ctx, "count SLA breaches", err)
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,11 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // RebuildResult describes one rebuilt projection.
@@ -187,7 +186,7 @@ func (r *Runner) createShadows(ctx context.Context, ps []projection) (indexes []
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "create new tables", err)
+		return nil, storeerr.Wrap(ctx, "create new tables", err)
 	}
 	return indexes, nil
 }
@@ -220,7 +219,7 @@ func (r *Runner) createIndexes(ctx context.Context, defs []string) error {
 	for _, def := range defs {
 		g.Go(func() error {
 			if _, err := r.cfg.Pool.Exec(gctx, def); err != nil {
-				return dbErr(gctx, "create index", err)
+				return storeerr.Wrap(gctx, "create index", err)
 			}
 			return nil
 		})
@@ -239,7 +238,7 @@ func (r *Runner) build(ctx context.Context, p projection, feed <-chan rebuildBat
 			return err
 		})
 		if err != nil {
-			return dbErr(ctx, "apply "+p.name(), err)
+			return storeerr.Wrap(ctx, "apply "+p.name(), err)
 		}
 	}
 	return nil
@@ -281,7 +280,7 @@ func (r *Runner) swap(ctx context.Context, ps []projection, pos eventstore.Posit
 		})
 		if !lockTimedOut(err) {
 			if err != nil {
-				return dbErr(ctx, "swap", err)
+				return storeerr.Wrap(ctx, "swap", err)
 			}
 			return nil
 		}
@@ -297,8 +296,7 @@ const swapLockTimeout = 200 * time.Millisecond
 
 // lockTimedOut reports whether err is PostgreSQL's lock_not_available.
 func lockTimedOut(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+	return storeerr.Code(err) == storeerr.CodeLockNotAvailable
 }
 
 // swapTables renames p's new tables into place, drops the old ones and

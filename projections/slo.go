@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // sloProjection keeps the SLO buckets. Review outcomes count in the minute
@@ -250,7 +251,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 	rows, err := tx.Query(ctx, `SELECT review_id, content_class, submitted_at, deadline, human_gate, outcome_recorded, completed, requeued
 		FROM `+t.name("slo_open")+` WHERE review_id = ANY($1)`, ids)
 	if err != nil {
-		return nil, dbErr(ctx, "load slo_open", err)
+		return nil, storeerr.Wrap(ctx, "load slo_open", err)
 	}
 	var (
 		id string
@@ -261,7 +262,7 @@ func loadOpen(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (map[str
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "load slo_open", err)
+		return nil, storeerr.Wrap(ctx, "load slo_open", err)
 	}
 	return out, nil
 }
@@ -308,7 +309,7 @@ func writeSLO(ctx context.Context, tx pgx.Tx, t tableSet, order []string, states
 		return nil
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return dbErr(ctx, "write slo", err)
+		return storeerr.Wrap(ctx, "write slo", err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // SLOSummary is the body of GET /v1/slo (docs/contracts.md §2), extended with the
@@ -139,7 +141,7 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 			Scan(&out.ManualQueue.Depth, &oldest)
 	})
 	if err != nil {
-		return SLOSummary{}, dbErr(ctx, "slo", err)
+		return SLOSummary{}, storeerr.Wrap(ctx, "slo", err)
 	}
 	if out.Total > 0 {
 		out.WithinBudgetRatio = float64(out.CompletedWithinBudget) / float64(out.Total)
@@ -220,7 +222,7 @@ func (db *DB) attemptServiceTimes(ctx context.Context, class string, window time
 		FROM `+spanRows("content_class, outcome, bucket, n", "slo_attempt", "slo_attempt_hour")+`
 		GROUP BY content_class, outcome, bucket ORDER BY content_class`, db.spanOf(from, now).args(class)...)
 	if err != nil {
-		return nil, dbErr(ctx, "attempt service times", err)
+		return nil, storeerr.Wrap(ctx, "attempt service times", err)
 	}
 	type acc struct {
 		st                        ServiceTimes
@@ -259,7 +261,7 @@ func (db *DB) attemptServiceTimes(ctx context.Context, class string, window time
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "attempt service times", err)
+		return nil, storeerr.Wrap(ctx, "attempt service times", err)
 	}
 	out := make([]ServiceTimes, 0, len(order))
 	for _, a := range order {

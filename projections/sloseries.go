@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // ErrorBudget is how much of a window's error budget its reviews used.
@@ -285,7 +287,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 		return nil
 	})
 	if err != nil {
-		return Series{}, dbErr(ctx, "slo series", err)
+		return Series{}, storeerr.Wrap(ctx, "slo series", err)
 	}
 	windowTally := map[string]*classTally{}
 	var classes []string

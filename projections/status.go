@@ -10,6 +10,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Status describes one projection's progress.
@@ -47,7 +48,7 @@ func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
 	}
 	holders, err := pglock.Holders(ctx, r.cfg.Pool, keys...)
 	if err != nil {
-		return nil, dbErr(ctx, "status", err)
+		return nil, storeerr.Wrap(ctx, "status", err)
 	}
 	var out []Status
 	for _, p := range r.projections {
@@ -59,7 +60,7 @@ func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return nil, dbErr(ctx, "status of "+p.name(), err)
+			return nil, storeerr.Wrap(ctx, "status of "+p.name(), err)
 		default:
 			st.Exists, st.Version, st.Position, st.Events = true, cp.version, cp.position, cp.events
 			st.UpdatedAt, st.RebuiltAt = cp.updatedAt, cp.rebuiltAt
@@ -95,7 +96,7 @@ func (r *Runner) Status(ctx context.Context, maxLag int64) ([]Status, error) {
 func (r *Runner) Holder(ctx context.Context, key int64) (*pglock.Holder, error) {
 	holders, err := pglock.Holders(ctx, r.cfg.Pool, key)
 	if err != nil {
-		return nil, dbErr(ctx, "lock holder", err)
+		return nil, storeerr.Wrap(ctx, "lock holder", err)
 	}
 	if h, ok := holders[key]; ok {
 		return &h, nil

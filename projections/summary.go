@@ -11,6 +11,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // summaryProjection keeps review_summary: one row per review, the state the
@@ -133,7 +134,7 @@ func loadSummaries(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (ma
 	}
 	rows, err := tx.Query(ctx, `SELECT `+summaryColumns+` FROM `+t.name("review_summary")+` WHERE review_id = ANY($1)`, ids)
 	if err != nil {
-		return nil, dbErr(ctx, "load review_summary", err)
+		return nil, storeerr.Wrap(ctx, "load review_summary", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -144,7 +145,7 @@ func loadSummaries(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (ma
 		)
 		if err := rows.Scan(&r.reviewID, &r.class, &state, &r.attempts, &r.version, &r.submittedAt, &r.deadline,
 			&r.decidedAt, &r.decidedBy, &reasons, &r.escalationReason, &r.escalatedAt, &r.humanGate, &r.updatedAt); err != nil {
-			return nil, dbErr(ctx, "load review_summary", err)
+			return nil, storeerr.Wrap(ctx, "load review_summary", err)
 		}
 		r.state = domain.State(state)
 		if err := json.Unmarshal(reasons, &r.reasons); err != nil {
@@ -153,7 +154,7 @@ func loadSummaries(ctx context.Context, tx pgx.Tx, t tableSet, ids []string) (ma
 		out[r.reviewID] = &r
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr(ctx, "load review_summary", err)
+		return nil, storeerr.Wrap(ctx, "load review_summary", err)
 	}
 	return out, nil
 }
@@ -177,7 +178,7 @@ func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, 
 		r := rows[id]
 		b, err := json.Marshal(nonNil(r.reasons))
 		if err != nil {
-			return dbErr(ctx, "write review_summary "+id, err)
+			return storeerr.Wrap(ctx, "write review_summary "+id, err)
 		}
 		ids[i], classes[i], states[i] = r.reviewID, r.class, string(r.state)
 		attempts[i], versions[i] = int32(r.attempts), r.version
@@ -201,7 +202,7 @@ func writeSummaries(ctx context.Context, tx pgx.Tx, t tableSet, order []string, 
 		ids, classes, states, attempts, versions, submitted, deadlines,
 		decidedAt, decidedBy, reasons, escalationReason, escalatedAt, humanGate, upd)
 	if err != nil {
-		return dbErr(ctx, "write review_summary", err)
+		return storeerr.Wrap(ctx, "write review_summary", err)
 	}
 	return nil
 }

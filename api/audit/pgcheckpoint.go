@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // PGCheckpoints keeps signed checkpoints in PostgreSQL (migration
@@ -43,7 +45,7 @@ func (p PGCheckpoints) All(ctx context.Context) ([]Stored, error) {
 	rows, _ := p.Pool.Query(ctx, `SELECT seq, body, signature FROM audit_checkpoint ORDER BY seq`)
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Stored])
 	if err != nil {
-		return nil, dbErr(ctx, "read audit checkpoints", err)
+		return nil, storeerr.Wrap(ctx, "read audit checkpoints", err)
 	}
 	return out, nil
 }
@@ -57,7 +59,7 @@ func (p PGCheckpoints) latest(ctx context.Context) (s Stored, ok bool, err error
 	case errors.Is(err, pgx.ErrNoRows):
 		return Stored{}, false, nil
 	case err != nil:
-		return Stored{}, false, dbErr(ctx, "read the latest audit checkpoint", err)
+		return Stored{}, false, storeerr.Wrap(ctx, "read the latest audit checkpoint", err)
 	}
 	return s, true, nil
 }
@@ -77,7 +79,7 @@ func (p PGCheckpoints) signedHeads(ctx context.Context, ids []string) (map[strin
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "read signed heads", err)
+		return nil, storeerr.Wrap(ctx, "read signed heads", err)
 	}
 	return out, nil
 }
@@ -106,7 +108,7 @@ func (p PGCheckpoints) insert(ctx context.Context, s Stored, c Checkpoint) error
 		return err
 	})
 	if err != nil {
-		return dbErr(ctx, "store audit checkpoint", err)
+		return storeerr.Wrap(ctx, "store audit checkpoint", err)
 	}
 	return nil
 }
@@ -118,11 +120,11 @@ func (p PGCheckpoints) insert(ctx context.Context, s Stored, c Checkpoint) error
 func (p PGCheckpoints) lock(ctx context.Context) (unlock func(), err error) {
 	conn, err := p.sessions().Acquire(ctx)
 	if err != nil {
-		return nil, dbErr(ctx, "audit signing lock", err)
+		return nil, storeerr.Wrap(ctx, "audit signing lock", err)
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, signLock); err != nil {
 		conn.Release()
-		return nil, dbErr(ctx, "audit signing lock", err)
+		return nil, storeerr.Wrap(ctx, "audit signing lock", err)
 	}
 	return func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -140,7 +142,7 @@ func (p PGCheckpoints) from(ctx context.Context, seq int64, limit int) ([]Stored
 	rows, _ := p.Pool.Query(ctx, `SELECT seq, body, signature FROM audit_checkpoint WHERE seq >= $1 ORDER BY seq LIMIT $2`, seq, limit)
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Stored])
 	if err != nil {
-		return nil, dbErr(ctx, "read audit checkpoints", err)
+		return nil, storeerr.Wrap(ctx, "read audit checkpoints", err)
 	}
 	return out, nil
 }

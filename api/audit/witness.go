@@ -2,14 +2,12 @@ package audit
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
@@ -80,7 +78,7 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 		return nil
 	})
 	if err != nil {
-		return dbErr(ctx, "advance audit anchors", err)
+		return storeerr.Wrap(ctx, "advance audit anchors", err)
 	}
 	return nil
 }
@@ -120,21 +118,7 @@ func collectMarks(ctx context.Context, rows pgx.Rows) (map[string]Mark, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "read marks", err)
+		return nil, storeerr.Wrap(ctx, "read marks", err)
 	}
 	return out, nil
-}
-
-// dbErr translates a driver error at the edge of this package's SQL: the
-// context's error when ctx ended, otherwise only the message, so that no
-// pgx type reaches the verifier's callers; a database gone away is
-// eventstore.ErrUnavailable.
-func dbErr(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w", op, ctxErr)
-	}
-	if storeerr.Unavailable(err) {
-		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
-	}
-	return fmt.Errorf("%s: %v", op, err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Notifier sends the decision webhooks. Run it in every process that may
@@ -53,8 +54,8 @@ func (n *Notifier) Run(ctx context.Context) error {
 			return nil
 		}
 		level := slog.LevelError
-		if unavailable(err) {
-			level = slog.LevelWarn // the database went away for a while
+		if storeerr.Unavailable(err) {
+			level = slog.LevelWarn // the database went away for a while, or the lock session with it
 		}
 		n.log.Log(ctx, level, "notifier stopped; retrying", "error", err, "retry_in", n.cfg.RetryDelay)
 		if clock.Sleep(ctx, n.cfg.RetryDelay) != nil {

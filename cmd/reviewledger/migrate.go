@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 	"github.com/reviewledger/reviewledger/migrations"
 )
 
@@ -71,10 +70,6 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int, 
 	return applied, nil
 }
 
-// sqlstateNoDatabase is PostgreSQL's invalid_catalog_name: the database
-// named in the connection string does not exist.
-const sqlstateNoDatabase = "3D000"
-
 // ping checks that the database answers. The error names DATABASE_URL and,
 // when the server answers but has no such database, says so in one line
 // with the command that creates it.
@@ -83,8 +78,7 @@ func ping(ctx context.Context, pool *pgxpool.Pool) error {
 	if err == nil {
 		return nil
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == sqlstateNoDatabase {
+	if storeerr.Code(err) == storeerr.CodeInvalidCatalogName { // the database named does not exist
 		cc := pool.Config().ConnConfig
 		return fmt.Errorf("DATABASE_URL: database %q does not exist on %s:%d; create it (createdb -h %s -p %d -U %s %s) or name another",
 			cc.Database, cc.Host, cc.Port, cc.Host, cc.Port, cc.User, cc.Database)

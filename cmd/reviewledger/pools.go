@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -220,14 +221,6 @@ func named(pc *pgxpool.Config) {
 	}
 }
 
-// SQLSTATEs of a prepared statement that is not on the server session it
-// was prepared on: what a transaction pooler does to pgx's statement
-// cache.
-const (
-	sqlstateNoStatement    = "26000" // invalid_sql_statement_name
-	sqlstateStatementTaken = "42P05" // duplicate_prepared_statement
-)
-
 // pooledStatements is a tracer of DATABASE_URL's pool that says, once and
 // in one line naming the setting, what is wrong when prepared statements
 // go missing: DATABASE_URL reaches a transaction pooler while its
@@ -237,9 +230,12 @@ type pooledStatements struct {
 	said atomic.Bool
 }
 
+// check looks for the SQLSTATEs of a prepared statement that is not on
+// the server session it was prepared on: what a transaction pooler does to
+// pgx's statement cache.
 func (t *pooledStatements) check(conn *pgx.Conn, err error) {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || (pgErr.Code != sqlstateNoStatement && pgErr.Code != sqlstateStatementTaken) {
+	if !errors.As(err, &pgErr) || (pgErr.Code != storeerr.CodeInvalidSQLStatementName && pgErr.Code != storeerr.CodeDuplicatePreparedStatement) {
 		return
 	}
 	if conn == nil || conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || !t.said.CompareAndSwap(false, true) {

@@ -1,4 +1,4 @@
-package pglock
+package pglock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/eventstore/pglock"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -19,11 +20,11 @@ func TestLeadElectsOneAndHoldersNamesIt(t *testing.T) {
 	pool := dbtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	key := Key("pglock.test")
-	if Key("pglock.test") != key || Key("pglock.other") == key {
+	key := pglock.Key("pglock.test")
+	if pglock.Key("pglock.test") != key || pglock.Key("pglock.other") == key {
 		t.Fatal("Key is not a function of the name")
 	}
-	if h, err := Holders(ctx, pool, key); err != nil || len(h) != 0 {
+	if h, err := pglock.Holders(ctx, pool, key); err != nil || len(h) != 0 {
 		t.Fatalf("before any lead: %v, %v", h, err)
 	}
 
@@ -31,26 +32,26 @@ func TestLeadElectsOneAndHoldersNamesIt(t *testing.T) {
 	release := make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		first <- Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
+		first <- pglock.Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
 			close(leading)
 			<-release
 			return nil
 		})
 	}()
 	<-leading
-	h, err := Holders(ctx, pool, key, Key("pglock.other"))
+	h, err := pglock.Holders(ctx, pool, key, pglock.Key("pglock.other"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, ok := h[key]
-	if len(h) != 1 || !ok || got.App != AppName() || !strings.HasSuffix(got.App, ":"+strconv.Itoa(os.Getpid())) || got.PID == 0 {
-		t.Fatalf("holders %+v, want only %q", h, AppName())
+	if len(h) != 1 || !ok || got.App != pglock.AppName() || !strings.HasSuffix(got.App, ":"+strconv.Itoa(os.Getpid())) || got.PID == 0 {
+		t.Fatalf("holders %+v, want only %q", h, pglock.AppName())
 	}
 
 	second := make(chan error, 1)
 	led := make(chan struct{})
 	go func() {
-		second <- Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
+		second <- pglock.Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error {
 			close(led)
 			return nil
 		})
@@ -78,13 +79,13 @@ func TestLeadElectsOneAndHoldersNamesIt(t *testing.T) {
 	// still show as the holder for a moment while its backend exits.)
 	blocker, blocking := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error { close(blocking); <-blocker; return nil })
+		_ = pglock.Lead(ctx, pool, key, 20*time.Millisecond, func(context.Context) error { close(blocking); <-blocker; return nil })
 	}()
 	defer close(blocker)
 	<-blocking
 	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer wcancel()
-	if err := Lead(wctx, pool, key, 20*time.Millisecond, func(context.Context) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+	if err := pglock.Lead(wctx, pool, key, 20*time.Millisecond, func(context.Context) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a waiting contender's Lead returned %v, want the context's error", err)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Expectation codes, as appendSQL's CASE reads them.
@@ -56,12 +56,6 @@ RETURNING revision, xid::text::bigint, seq`
 const (
 	constraintStreamRevision = "event_stream_revision_key"
 	constraintID             = "event_id_key"
-)
-
-// SQLSTATEs the append paths act on.
-const (
-	codeUniqueViolation = "23505"
-	codeDeadlock        = "40P01"
 )
 
 // maxAttempts bounds how often an append is retried after losing a race to
@@ -122,9 +116,9 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 			return eventstore.AppendResult{}, err
 		}
 		var pgErr *pgconn.PgError
-		collided := errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation
+		collided := errors.As(err, &pgErr) && pgErr.Code == storeerr.CodeUniqueViolation
 		if err != nil && !collided {
-			return eventstore.AppendResult{}, storeErr("append to "+stream, ctx, err)
+			return eventstore.AppendResult{}, storeerr.Wrap(ctx, "append to "+stream, err)
 		}
 		// The condition failed, a concurrent append took the revisions, or
 		// an ID is stored already: perhaps this very append, retried.
@@ -217,7 +211,7 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	rows, _ := s.pool.Query(ctx, selectByID, eventIDs(events))
 	stored, err := collectEvents(rows)
 	if err != nil {
-		return eventstore.AppendResult{}, false, storeErr("append to "+stream, ctx, err)
+		return eventstore.AppendResult{}, false, storeerr.Wrap(ctx, "append to "+stream, err)
 	}
 	return placed(stream, expected, events, byID(stored))
 }
@@ -278,50 +272,12 @@ func placed(stream string, expected eventstore.ExpectedRevision, events []events
 func (s *Store) current(ctx context.Context, stream string) (bool, uint64, error) {
 	var last *int64
 	if err := s.pool.QueryRow(ctx, `SELECT max(revision) FROM event WHERE stream = $1`, stream).Scan(&last); err != nil {
-		return false, 0, storeErr("append to "+stream, ctx, err)
+		return false, 0, storeerr.Wrap(ctx, "append to "+stream, err)
 	}
 	if last == nil {
 		return false, 0, nil
 	}
 	return true, uint64(*last), nil
-}
-
-// storeErr translates a driver error: the context's error when ctx ended,
-// otherwise the message alone, so that no driver type leaks to callers;
-// it matches eventstore.ErrUnavailable when the server could not be used
-// (Unavailable).
-func storeErr(op string, ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w", op, ctxErr)
-	}
-	if Unavailable(err) {
-		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
-	}
-	return fmt.Errorf("%s: %v", op, err)
-}
-
-// Unavailable reports whether a driver error means the server could not be
-// used, rather than that it refused the statement: anything but an error
-// the server reported (the connection could not be made, was lost, or the
-// pool is closed), and the server's errors of that kind (connection
-// exceptions, shutting down or starting up, out of connections, a
-// primary demoted to a standby under the connection: demoted).
-func Unavailable(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-	}
-	switch {
-	case strings.HasPrefix(pgErr.Code, "08"): // connection exception
-		return true
-	case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin or crash shutdown, cannot connect now
-		return true
-	case pgErr.Code == "53300": // too many connections
-		return true
-	case demoted(err):
-		return true
-	}
-	return false
 }
 
 func nonNil(b []byte) []byte {

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // read runs a read of the store, and runs it once more when it failed
@@ -43,9 +45,8 @@ func connectionLost(err error) bool {
 	if err == nil || errors.As(err, &connectErr) {
 		return false
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code == "57P01" || pgErr.Code == "57P02"
+	if code := storeerr.Code(err); code != "" {
+		return code == storeerr.CodeAdminShutdown || code == storeerr.CodeCrashShutdown
 	}
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
@@ -61,8 +62,7 @@ func connectionLost(err error) bool {
 // its connection. A transaction a client declared READ ONLY itself never
 // writes, so on the primary this code is not met.
 func demoted(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "25006"
+	return storeerr.Code(err) == storeerr.CodeReadOnlySQLTransaction
 }
 
 // LostConnections is a pgx tracer that resets a pool as soon as one of its

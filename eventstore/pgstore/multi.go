@@ -12,6 +12,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Statement is SQL run in the transaction of an AppendMultiWith.
@@ -97,7 +98,7 @@ func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.Stream
 	}
 	written, err := s.insertAll(ctx, parts, then)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == codeUniqueViolation || pgErr.Code == codeDeadlock) {
+	if errors.As(err, &pgErr) && (pgErr.Code == storeerr.CodeUniqueViolation || pgErr.Code == storeerr.CodeDeadlockDetected) {
 		return s.appendEach(ctx, parts, then)
 	}
 	if err != nil {
@@ -309,7 +310,7 @@ func queue(b *pgx.Batch, then []Statement) {
 
 // execStatements reads the results of the n statements queued after the
 // append. A statement the server refused is ErrStatement, with the driver's
-// message only; losing the server (Unavailable) is not the statement's
+// message only; losing the server (storeerr.Unavailable) is not the statement's
 // doing and is returned as it is, for the caller to translate.
 func execStatements(ctx context.Context, br pgx.BatchResults, n int) error {
 	for i := range n {
@@ -317,7 +318,7 @@ func execStatements(ctx context.Context, br pgx.BatchResults, n int) error {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return fmt.Errorf("append: statement %d: %w", i, ctxErr)
 			}
-			if Unavailable(err) {
+			if storeerr.Unavailable(err) {
 				return err
 			}
 			return fmt.Errorf("append: statement %d: %v: %w", i, err, ErrStatement)
@@ -331,5 +332,5 @@ func multiErr(ctx context.Context, err error) error {
 	if errors.Is(err, ErrStatement) {
 		return err
 	}
-	return storeErr("append to several streams", ctx, err)
+	return storeerr.Wrap(ctx, "append to several streams", err)
 }

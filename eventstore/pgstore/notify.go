@@ -11,6 +11,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/clock"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // broadcast wakes every goroutine waiting on it at once.
@@ -134,7 +135,7 @@ func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) erro
 		pending = true
 	}
 	if err != nil {
-		return storeErr("wait for events after "+pos.String(), ctx, err)
+		return storeerr.Wrap(ctx, "wait for events after "+pos.String(), err)
 	}
 	if ready {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 const selectEvents = `SELECT id::text, stream, revision, xid::text::bigint, seq, type, data, metadata, recorded_at FROM event`
@@ -78,7 +79,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]e
 		return err
 	})
 	if err != nil {
-		return nil, storeErr(op, ctx, err)
+		return nil, storeerr.Wrap(ctx, op, err)
 	}
 	if len(events) > 0 {
 		return events, nil
@@ -89,7 +90,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]e
 			return s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event WHERE stream = $1)`, stream).Scan(&exists)
 		})
 		if err != nil {
-			return nil, storeErr(op, ctx, err)
+			return nil, storeerr.Wrap(ctx, op, err)
 		}
 	}
 	if !exists {
@@ -124,7 +125,7 @@ func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int)
 		return err
 	})
 	if err != nil {
-		return nil, storeErr("read all after "+pos.String(), ctx, err)
+		return nil, storeerr.Wrap(ctx, "read all after "+pos.String(), err)
 	}
 	return events, nil
 }
@@ -146,7 +147,7 @@ func (s *Store) ReadAllHeads(ctx context.Context, pos eventstore.Position, limit
 		return err
 	})
 	if err != nil {
-		return nil, storeErr("read all after "+pos.String(), ctx, err)
+		return nil, storeerr.Wrap(ctx, "read all after "+pos.String(), err)
 	}
 	return events, nil
 }
@@ -211,7 +212,7 @@ func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 		return eventstore.Start, nil
 	}
 	if err != nil {
-		return eventstore.Position{}, storeErr("read the head of the global order", ctx, err)
+		return eventstore.Position{}, storeerr.Wrap(ctx, "read the head of the global order", err)
 	}
 	return eventstore.Position{Commit: uint64(xid), Prepare: uint64(seq)}, nil
 }

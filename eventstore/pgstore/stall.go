@@ -3,6 +3,8 @@ package pgstore
 import (
 	"context"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Stall describes how far the global order is held back: events committed
@@ -33,7 +35,7 @@ func (s *Store) Stall(ctx context.Context) (Stall, error) {
 			(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - pg_snapshot_xmin(pg_current_snapshot())::text::bigint)
 		FROM event WHERE xid >= pg_snapshot_xmin(pg_current_snapshot())`).Scan(&st.HeldBack, &seconds, &span)
 	if err != nil {
-		return Stall{}, storeErr("measure stall", ctx, err)
+		return Stall{}, storeerr.Wrap(ctx, "measure stall", err)
 	}
 	if seconds > 0 {
 		st.Oldest = time.Duration(seconds * float64(time.Second))

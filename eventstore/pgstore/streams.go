@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Streams returns the names of the streams that have at least one event
@@ -16,7 +17,7 @@ func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT DISTINCT stream FROM event WHERE starts_with(stream, $1) ORDER BY stream`, prefix)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, storeErr("list streams", ctx, err)
+		return nil, storeerr.Wrap(ctx, "list streams", err)
 	}
 	return names, nil
 }
@@ -35,7 +36,7 @@ func (s *Store) ReadStreams(ctx context.Context, names []string) (map[string][]e
 		return err
 	})
 	if err != nil {
-		return nil, storeErr("read streams", ctx, err)
+		return nil, storeerr.Wrap(ctx, "read streams", err)
 	}
 	out := make(map[string][]eventstore.RecordedEvent, len(names))
 	for start := 0; start < len(events); {

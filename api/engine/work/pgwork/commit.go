@@ -9,6 +9,7 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // Commit implements ledger.Committer. With pgstore, every append and every
@@ -216,13 +217,13 @@ func (s *Store) stage(ctx context.Context, c work.Change) (stagedRows, error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO review_payload (review_id, digest, content_type, content, stored_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING`, c.ReviewID, c.Payload.Digest, c.Payload.ContentType, nonNil(c.Payload.Content), c.At)
 	if err != nil {
-		return rows, dbErr(ctx, "stage content of "+c.ReviewID, err)
+		return rows, storeerr.Wrap(ctx, "stage content of "+c.ReviewID, err)
 	}
 	rows.payload = tag.RowsAffected() == 1
 	tag, err = s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
 		ON CONFLICT (review_id) DO NOTHING`, c.ReviewID, c.Deadline, c.At)
 	rows.record = err == nil && tag.RowsAffected() == 1
-	return rows, dbErr(ctx, "stage work of "+c.ReviewID, err)
+	return rows, storeerr.Wrap(ctx, "stage work of "+c.ReviewID, err)
 }
 
 // unstage deletes what a stage wrote for a review that was not created (it
@@ -235,7 +236,7 @@ func (s *Store) unstage(ctx context.Context, reviewID string, rows stagedRows) e
 	}
 	if rows.payload {
 		_, err := s.pool.Exec(ctx, `DELETE FROM review_payload WHERE review_id = $1`, reviewID)
-		return dbErr(ctx, "unstage content of "+reviewID, err)
+		return storeerr.Wrap(ctx, "unstage content of "+reviewID, err)
 	}
 	return nil
 }
@@ -246,10 +247,10 @@ func (s *Store) applyAfter(ctx context.Context, c work.Change) error {
 		content := nonNil(c.Payload.Content)
 		if _, err := s.pool.Exec(ctx, `UPDATE review_payload SET digest = $2, content_type = $3, content = $4, stored_at = $5
 			WHERE review_id = $1 AND digest <> $2`, c.ReviewID, c.Payload.Digest, c.Payload.ContentType, content, c.At); err != nil {
-			return dbErr(ctx, "store content of "+c.ReviewID, err)
+			return storeerr.Wrap(ctx, "store content of "+c.ReviewID, err)
 		}
 		_, err := s.pool.Exec(ctx, `UPDATE review_work SET deadline = $2 WHERE review_id = $1`, c.ReviewID, c.Deadline)
-		return dbErr(ctx, "store work of "+c.ReviewID, err)
+		return storeerr.Wrap(ctx, "store work of "+c.ReviewID, err)
 	case work.Park:
 		return s.Park(ctx, c.Owner, c.ReviewID, c.Until, c.Awaiting)
 	case work.Release:
@@ -258,7 +259,7 @@ func (s *Store) applyAfter(ctx context.Context, c work.Change) error {
 		_, err := s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
 			ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
 				owner_id = NULL, lease_until = NULL, awaiting = 0`, c.ReviewID, c.Deadline, c.At)
-		return dbErr(ctx, "reopen work of "+c.ReviewID, err)
+		return storeerr.Wrap(ctx, "reopen work of "+c.ReviewID, err)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 var _ work.Store = (*Store)(nil)
@@ -102,7 +103,7 @@ func (s *Store) Claim(ctx context.Context, q work.Query) ([]work.Claimed, error)
 		return c, nil
 	})
 	if err != nil {
-		return nil, dbErr(ctx, "claim work", err)
+		return nil, storeerr.Wrap(ctx, "claim work", err)
 	}
 	return out, nil
 }
@@ -143,7 +144,7 @@ func (s *Store) Renew(ctx context.Context, owner string, reviewIDs []string, unt
 		return nil
 	})
 	if err != nil {
-		return nil, nil, dbErr(ctx, "renew leases", err)
+		return nil, nil, storeerr.Wrap(ctx, "renew leases", err)
 	}
 	return renewed, held, nil
 }
@@ -152,14 +153,14 @@ func (s *Store) Renew(ctx context.Context, owner string, reviewIDs []string, unt
 func (s *Store) Park(ctx context.Context, owner, reviewID string, until time.Time, awaiting int) error {
 	_, err := s.pool.Exec(ctx, `UPDATE review_work SET due_at = $3, awaiting = $4, owner_id = NULL, lease_until = NULL
 		WHERE review_id = $2 AND owner_id = $1`, owner, reviewID, until, awaiting)
-	return dbErr(ctx, "park "+reviewID, err)
+	return storeerr.Wrap(ctx, "park "+reviewID, err)
 }
 
 // Release implements work.Store.
 func (s *Store) Release(ctx context.Context, owner string, reviewIDs []string, now time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE review_work SET owner_id = NULL, lease_until = NULL, due_at = least(due_at, $3)
 		WHERE owner_id = $1 AND ($2::text[] IS NULL OR review_id = ANY($2::text[]))`, owner, reviewIDs, now)
-	return dbErr(ctx, "release leases", err)
+	return storeerr.Wrap(ctx, "release leases", err)
 }
 
 // Ensure implements work.Store.
@@ -167,7 +168,7 @@ func (s *Store) Ensure(ctx context.Context, reviewID string, deadline, now time.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO review_work (review_id, deadline, due_at) VALUES ($1, $2, $3)
 		ON CONFLICT (review_id) DO NOTHING`, reviewID, deadline, now)
 	if err != nil {
-		return false, dbErr(ctx, "ensure work of "+reviewID, err)
+		return false, storeerr.Wrap(ctx, "ensure work of "+reviewID, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -175,14 +176,14 @@ func (s *Store) Ensure(ctx context.Context, reviewID string, deadline, now time.
 // Done implements work.Store.
 func (s *Store) Done(ctx context.Context, reviewID string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM review_work WHERE review_id = $1`, reviewID)
-	return dbErr(ctx, "clear work of "+reviewID, err)
+	return storeerr.Wrap(ctx, "clear work of "+reviewID, err)
 }
 
 // Count implements work.Store.
 func (s *Store) Count(ctx context.Context) (int, error) {
 	var n int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM review_work`).Scan(&n); err != nil {
-		return 0, dbErr(ctx, "count work", err)
+		return 0, storeerr.Wrap(ctx, "count work", err)
 	}
 	return n, nil
 }
@@ -196,7 +197,7 @@ func (s *Store) Payload(ctx context.Context, reviewID string) (work.Payload, err
 	case errors.Is(err, pgx.ErrNoRows):
 		return work.Payload{}, fmt.Errorf("review %q: %w", reviewID, work.ErrPayloadMissing)
 	case err != nil:
-		return work.Payload{}, dbErr(ctx, "read content of "+reviewID, err)
+		return work.Payload{}, storeerr.Wrap(ctx, "read content of "+reviewID, err)
 	}
 	p.Content = nonNil(p.Content)
 	return p, nil
@@ -207,7 +208,7 @@ func (s *Store) PurgePayloads(ctx context.Context, cutoff time.Time) (int64, err
 	tag, err := s.pool.Exec(ctx, `DELETE FROM review_payload p WHERE p.stored_at < $1
 		AND NOT EXISTS (SELECT 1 FROM review_work w WHERE w.review_id = p.review_id)`, cutoff)
 	if err != nil {
-		return 0, dbErr(ctx, "purge content", err)
+		return 0, storeerr.Wrap(ctx, "purge content", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -217,7 +218,7 @@ func (s *Store) SeeDelivery(ctx context.Context, webhookID, reviewID string, now
 	tag, err := s.pool.Exec(ctx, `INSERT INTO callback_delivery (webhook_id, review_id, received_at) VALUES ($1, $2, $3)
 		ON CONFLICT (webhook_id, review_id) DO NOTHING`, webhookID, reviewID, now)
 	if err != nil {
-		return false, "", dbErr(ctx, "record webhook id", err)
+		return false, "", storeerr.Wrap(ctx, "record webhook id", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return true, "", nil
@@ -225,7 +226,7 @@ func (s *Store) SeeDelivery(ctx context.Context, webhookID, reviewID string, now
 	var outcome string
 	err = s.pool.QueryRow(ctx, `SELECT outcome FROM callback_delivery WHERE webhook_id = $1 AND review_id = $2`, webhookID, reviewID).Scan(&outcome)
 	if err != nil {
-		return false, "", dbErr(ctx, "read webhook id", err)
+		return false, "", storeerr.Wrap(ctx, "read webhook id", err)
 	}
 	return false, outcome, nil
 }
@@ -233,35 +234,19 @@ func (s *Store) SeeDelivery(ctx context.Context, webhookID, reviewID string, now
 // SetDeliveryOutcome implements work.Store.
 func (s *Store) SetDeliveryOutcome(ctx context.Context, webhookID, reviewID, outcome string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE callback_delivery SET outcome = $3 WHERE webhook_id = $1 AND review_id = $2`, webhookID, reviewID, outcome)
-	return dbErr(ctx, "record webhook outcome", err)
+	return storeerr.Wrap(ctx, "record webhook outcome", err)
 }
 
 // ForgetDelivery implements work.Store.
 func (s *Store) ForgetDelivery(ctx context.Context, webhookID, reviewID string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM callback_delivery WHERE webhook_id = $1 AND review_id = $2 AND outcome = ''`, webhookID, reviewID)
-	return dbErr(ctx, "forget webhook id", err)
+	return storeerr.Wrap(ctx, "forget webhook id", err)
 }
 
 // PurgeDeliveries implements work.Store.
 func (s *Store) PurgeDeliveries(ctx context.Context, cutoff time.Time) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM callback_delivery WHERE received_at < $1`, cutoff)
-	return dbErr(ctx, "purge webhook ids", err)
-}
-
-// dbErr translates a driver error: the context's error when ctx ended,
-// otherwise the message alone, so no driver type leaks to the engine; it
-// matches eventstore.ErrUnavailable when the database could not be used.
-func dbErr(ctx context.Context, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %w", op, ctxErr)
-	}
-	if pgstore.Unavailable(err) {
-		return fmt.Errorf("%s: %v: %w", op, err, eventstore.ErrUnavailable)
-	}
-	return fmt.Errorf("%s: %v", op, err)
+	return storeerr.Wrap(ctx, "purge webhook ids", err)
 }
 
 func nonNil(b []byte) []byte {

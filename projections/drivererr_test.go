@@ -3,16 +3,12 @@ package projections
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/reviewledger/reviewledger/eventstore"
-	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
 // TestDriverErrorsStayInside: a failing query answers with its message
@@ -48,22 +44,5 @@ func TestDriverErrorsStayInside(t *testing.T) {
 		if err := call(cancelled); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
 		}
-	}
-}
-
-// TestUnavailableStaysMatchable: a database that cannot be used is
-// eventstore.ErrUnavailable through the translation, so that the runner
-// still tells an outage from a defect.
-func TestUnavailableStaysMatchable(t *testing.T) {
-	err := dbErr(context.Background(), "load review_summary", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})
-	var pgErr *pgconn.PgError
-	if !errors.Is(err, eventstore.ErrUnavailable) || errors.As(err, &pgErr) || !storeerr.Unavailable(err) {
-		t.Fatalf("%v: want ErrUnavailable and no driver type", err)
-	}
-	if err := dbErr(context.Background(), "begin", fmt.Errorf("lock: %w", pgconn.ErrConnClosed)); !errors.Is(err, eventstore.ErrUnavailable) {
-		t.Fatalf("a connection closed under the runner: %v, want ErrUnavailable", err)
-	}
-	if err := dbErr(context.Background(), "x", &pgconn.PgError{Code: "42P01"}); errors.Is(err, eventstore.ErrUnavailable) {
-		t.Fatalf("a missing table is no outage: %v", err)
 	}
 }
