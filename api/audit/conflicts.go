@@ -33,15 +33,8 @@ type ConflictStep struct {
 // the replay, shown after the timeline. Their hash chain is checked apart
 // from the review's.
 func (r *Replay) AddConflicts(log *ledger.ConflictLog) {
-	entries := log.Events
-	if !r.AsOf.IsZero() {
-		n := 0
-		for n < len(entries) && !conflictTime(entries[n]).After(r.AsOf) {
-			n++
-		}
-		r.LaterConflicts = len(entries) - n
-		entries = entries[:n]
-	}
+	entries, later := upTo(log.Events, r.AsOf, conflictTime)
+	r.LaterConflicts = later
 	r.Conflicts = make([]ConflictStep, 0, len(entries))
 	shown := *log
 	shown.Events = entries
@@ -62,6 +55,19 @@ func (r *Replay) AddConflicts(log *ledger.ConflictLog) {
 			Source: c.Source, Reason: c.Reason, Detail: detail, Actor: e.Metadata.Actor,
 		})
 	}
+}
+
+// upTo returns the entries whose time (at) is not after asOf, all of
+// them when asOf is zero, and how many come after.
+func upTo(entries []ledger.Entry, asOf time.Time, at func(ledger.Entry) time.Time) ([]ledger.Entry, int) {
+	if asOf.IsZero() {
+		return entries, 0
+	}
+	n := 0
+	for n < len(entries) && !at(entries[n]).After(asOf) {
+		n++
+	}
+	return entries[:n], len(entries) - n
 }
 
 func conflictTime(e ledger.Entry) time.Time {

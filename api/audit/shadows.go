@@ -30,15 +30,8 @@ type ShadowStep struct {
 // ended by AsOf) to the replay, shown after the timeline when there are
 // any. Their hash chain is checked apart from the review's.
 func (r *Replay) AddShadows(log *ledger.SideLog) {
-	entries := log.Events
-	if !r.AsOf.IsZero() {
-		n := 0
-		for n < len(entries) && !shadowEnd(entries[n]).After(r.AsOf) {
-			n++
-		}
-		r.LaterShadows = len(entries) - n
-		entries = entries[:n]
-	}
+	entries, later := upTo(log.Events, r.AsOf, shadowEnd)
+	r.LaterShadows = later
 	shown := *log
 	shown.Events = entries
 	r.ShadowChain = shown.Verify()
