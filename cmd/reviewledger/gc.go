@@ -10,7 +10,7 @@ import (
 // lives for milliseconds over a small live heap, so Go's default of 100
 // collects very often; at 200 the server spent about a tenth less CPU per
 // review in the end-to-end benchmark, for about 8 MiB more RSS
-// (docs/benchmarks.md).
+// (docs/changelog.md, the second pass).
 const serveGCPercent = 200
 
 // tuneGC sets serveGCPercent unless the environment says how to collect

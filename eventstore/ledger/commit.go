@@ -52,7 +52,7 @@ type GroupCommit struct {
 	// the development machine (2 cores, PostgreSQL beside the service) one
 	// batch at a time took the database 0.6 of the CPU per review that
 	// four did, and the service more reviews a second, the batches being
-	// larger (docs/benchmarks.md); more may pay where the database is far
+	// larger (docs/changelog.md, the second pass); more may pay where the database is far
 	// or has many cores.
 	Flushes int
 	// Window is how long a batch waits for more under load. Default 0.
