@@ -194,11 +194,10 @@ func (c EngineConfig) Sim() provider.SimConfig {
 // NewEngine builds the review engine for serve: its storage in the
 // database of pool (work records, content, callback deliveries), the
 // ledger over events committing through it (group commit as configured),
-// the work hints' transport named by REVIEWLEDGER_PUBSUB (its set-up bounded
-// by ctx),
-// the provider named by REVIEWLEDGER_PROVIDER, callbacks verified with
-// REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs with
-// a secret of its own). Run it with eng.Run(ctx); call stop after it
+// its hints on the transport named by REVIEWLEDGER_PUBSUB (set up within
+// ctx), the provider named by REVIEWLEDGER_PROVIDER, callbacks verified
+// with REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs
+// with a secret of its own). Run it with eng.Run(ctx); call stop after it
 // returns. The ledger is the one every writer of the process uses.
 func (c EngineConfig) NewEngine(ctx context.Context, cfg *Config, dbs pools, events eventstore.Store,
 	reg prometheus.Registerer, log *slog.Logger) (eng *engine.Engine, led *ledger.Ledger, stop func() error, err error) {
