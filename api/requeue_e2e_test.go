@@ -14,6 +14,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
@@ -64,7 +65,7 @@ func TestOutageRequeueRecovers(t *testing.T) {
 	prov := &outageProvider{}
 	prov.down.Store(true)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Config{Policy: policy, Store: work, Ledger: l, Pool: pool, Provider: prov, Signer: signer, Logger: quiet,
+	eng, err := engine.New(engine.Config{Policy: policy, Store: work, Ledger: l, Hints: hint.NewGoChannel(quiet), Provider: prov, Signer: signer, Logger: quiet,
 		PollInterval: 50 * time.Millisecond, RetryBudget: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/engine"
 
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
@@ -53,7 +54,7 @@ func newWithRunner(t *testing.T) *withRunner {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := engine.New(engine.Config{Policy: domain.DefaultPolicy(), Store: work, Ledger: l, Pool: pool, Provider: asyncProvider{}, Signer: signer, Logger: logger})
+	svc, err := engine.New(engine.Config{Policy: domain.DefaultPolicy(), Store: work, Ledger: l, Hints: hint.NewGoChannel(logger), Provider: asyncProvider{}, Signer: signer, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/cmd/benchtarget"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -23,11 +25,11 @@ import (
 // conditional commit, on PostgreSQL, the engine running. One op is one
 // review.
 func BenchmarkReviewThroughput(b *testing.B) {
-	for _, backend := range []string{PubSubGoChannel, PubSubPostgres} {
+	for _, backend := range []string{hint.PubSubGoChannel, hint.PubSubPostgres} {
 		b.Run(backend, func(b *testing.B) {
 			ctx := context.Background()
-			e, _, closeE, err := pgEngine(ctx, dbtest.URL(b), &instant{}, func(c *Config) {
-				c.Policy, c.PubSub, c.Logger = fastPolicy(), backend, testLogger()
+			e, _, closeE, err := pgEngineOn(ctx, dbtest.URL(b), &instant{}, hint.Config{PubSub: backend}, func(c *Config) {
+				c.Policy, c.Logger = fastPolicy(), testLogger()
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -94,7 +96,8 @@ func BenchmarkReviewThroughputHangingShadow(b *testing.B) {
 	const pairs = 4
 	ctx := context.Background()
 	shadow := &hanging{}
-	e, _, closeE, err := pgEngine(ctx, dbtest.URL(b), &instant{}, func(c *Config) {
+	url := dbtest.URL(b)
+	e, _, closeE, err := pgEngine(ctx, url, &instant{}, func(c *Config) {
 		c.Policy, c.Logger = fastPolicy(), testLogger()
 		c.Policy.Classes["shadowed"] = c.Policy.Classes["fast"]
 	}, withShadowOn("shadowed", shadow, 0))
@@ -102,6 +105,12 @@ func BenchmarkReviewThroughputHangingShadow(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer closeE()
+	// The ledger's times are read on a pool of their own, between rounds.
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(runCtx) }()
@@ -123,7 +132,7 @@ func BenchmarkReviewThroughputHangingShadow(b *testing.B) {
 		prefix := fmt.Sprintf("shadowbench-r%d-", r)
 		took := submitAll(ctx, b, e, prefix, a.class, n)
 		e.shadowing.Wait() // no review left to start one: the shadow calls end at their timeout
-		lat, err := decisionTimes(ctx, e, prefix)
+		lat, err := decisionTimes(ctx, pool, prefix)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -221,9 +230,9 @@ func submitAll(ctx context.Context, b *testing.B, e *Engine, prefix, class strin
 
 // decisionTimes are the decision times of the reviews whose IDs start
 // with prefix: from each one's Submitted to its first FindingReceived or
-// Escalated, as the ledger recorded them.
-func decisionTimes(ctx context.Context, e *Engine, prefix string) ([]time.Duration, error) {
-	rows, err := e.cfg.Pool.Query(ctx, `SELECT d.recorded_at - s.recorded_at
+// Escalated, as the ledger of the database at pool recorded them.
+func decisionTimes(ctx context.Context, pool *pgxpool.Pool, prefix string) ([]time.Duration, error) {
+	rows, err := pool.Query(ctx, `SELECT d.recorded_at - s.recorded_at
 		FROM event s
 		JOIN LATERAL (SELECT recorded_at FROM event e WHERE e.stream = s.stream AND e.type IN ($2, $3)
 			ORDER BY revision LIMIT 1) d ON true

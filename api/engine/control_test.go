@@ -229,8 +229,8 @@ func TestAsyncCallbackDecidesAParkedReview(t *testing.T) {
 func TestAsyncCallbackOnAnotherProcess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, []step{async})
-	other, err := New(Config{Policy: testPolicy(), Store: h.store, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
-		Clock: h.clock, Logger: slog.New(slog.DiscardHandler), Owner: "other"})
+	other, err := New(inProcess(Config{Policy: testPolicy(), Store: h.store, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
+		Clock: h.clock, Logger: slog.New(slog.DiscardHandler), Owner: "other"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
@@ -45,8 +46,15 @@ func (stuck) Call(ctx context.Context, _ provider.Request) provider.Result {
 }
 
 // pgEngine is an engine on the database at url: pgstore ledger, pgwork
-// records, with a short lease so a dead owner's reviews come back soon.
+// records, with a short lease so a dead owner's reviews come back soon;
+// its hints stay in the process (the Go channel).
 func pgEngine(ctx context.Context, url string, p provider.Provider, tweak ...func(*Config)) (*Engine, *ledger.Ledger, func(), error) {
+	return pgEngineOn(ctx, url, p, hint.Config{}, tweak...)
+}
+
+// pgEngineOn is pgEngine with the hints of hc (its Pool the engine's, its
+// Logger the engine's unless set).
+func pgEngineOn(ctx context.Context, url string, p provider.Provider, hc hint.Config, tweak ...func(*Config)) (*Engine, *ledger.Ledger, func(), error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return nil, nil, nil, err
@@ -54,13 +62,23 @@ func pgEngine(ctx context.Context, url string, p provider.Provider, tweak ...fun
 	store := pgstore.New(pool, pgstore.Config{})
 	work := pgwork.New(pool, store)
 	led := work.Ledger(ledger.GroupCommit{})
-	cfg := Config{Policy: crashPolicy(), Store: work, Ledger: led, Pool: pool, Provider: p,
+	cfg := Config{Policy: crashPolicy(), Store: work, Ledger: led, Provider: p,
 		Lease: 500 * time.Millisecond, PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	for _, f := range tweak {
 		f(&cfg)
 	}
+	hc.Pool = pool
+	if hc.Logger == nil {
+		hc.Logger = cfg.Logger
+	}
+	if cfg.Hints, err = hint.Open(ctx, hc); err != nil {
+		store.Close()
+		pool.Close()
+		return nil, nil, nil, err
+	}
 	e, err := New(cfg)
 	if err != nil {
+		_ = cfg.Hints.Close()
 		store.Close()
 		pool.Close()
 		return nil, nil, nil, err

@@ -22,9 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
@@ -49,13 +47,6 @@ var (
 	ErrInvalidConfig = errors.New("invalid engine configuration")
 )
 
-// Pub/sub backends carrying work hints between processes.
-const (
-	PubSubGoChannel = "gochannel"
-	PubSubPostgres  = "postgres"
-	PubSubNATS      = "nats"
-)
-
 // Config configures an Engine. Dependencies first, then settings; zero
 // settings take the documented defaults.
 type Config struct {
@@ -74,8 +65,10 @@ type Config struct {
 	// Signer verifies callbacks; without one every callback is refused as
 	// ErrInvalidSignature.
 	Signer *provider.Signer
-	// Pool is the database of the postgres pub/sub; needed only for it.
-	Pool    *pgxpool.Pool
+	// Hints carries work hints between the processes that work reviews
+	// (hints.go; the adapters are in package api/engine/hint). The engine
+	// closes it when Run returns; when New fails, the caller closes it.
+	Hints   Hints
 	Logger  *slog.Logger          // default slog.Default()
 	Metrics prometheus.Registerer // nil: metrics are kept but not registered
 	Clock   Clock                 // default SystemClock
@@ -90,14 +83,6 @@ type Config struct {
 	ProviderName string
 	// Calls bounds the provider calls made at once. Default 256.
 	Calls int
-	// PubSub is gochannel (default), postgres or nats; NATSURL the NATS
-	// servers, comma-separated (default nats://127.0.0.1:4222);
-	// NATSReplicas the work stream's replicas (default 1); Topic the work
-	// topic (default "reviewledger_review_work").
-	PubSub       string
-	NATSURL      string
-	NATSReplicas int
-	Topic        string
 	// Lease is how long a work record stays held without renewal. Default
 	// 5s; renewed every Lease/5. A process that dies releases its reviews
 	// by lease expiry.
@@ -165,18 +150,6 @@ func (c *Config) setDefaults() {
 	if c.Calls == 0 {
 		c.Calls = 256
 	}
-	if c.PubSub == "" {
-		c.PubSub = PubSubGoChannel
-	}
-	if c.NATSURL == "" {
-		c.NATSURL = "nats://127.0.0.1:4222"
-	}
-	if c.Topic == "" {
-		c.Topic = "reviewledger_review_work"
-	}
-	if c.NATSReplicas == 0 {
-		c.NATSReplicas = 1
-	}
 	if c.RetryBudget == 0 {
 		c.RetryBudget = 0.2
 	}
@@ -191,16 +164,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
 	}
 	switch {
-	case c.Store == nil || c.Ledger == nil || c.Provider == nil:
-		return bad("engine: Store, Ledger and Provider are required")
-	case c.PubSub == PubSubPostgres && c.Pool == nil:
-		return bad("engine: Pool is required with REVIEWLEDGER_PUBSUB=postgres")
+	case c.Store == nil || c.Ledger == nil || c.Provider == nil || c.Hints == nil:
+		return bad("engine: Store, Ledger, Provider and Hints are required")
 	case c.Calls < 1:
 		return bad("REVIEWLEDGER_WORKERS must be at least 1, got %d", c.Calls)
-	case c.PubSub != PubSubGoChannel && c.PubSub != PubSubPostgres && c.PubSub != PubSubNATS:
-		return bad("REVIEWLEDGER_PUBSUB must be gochannel, postgres or nats, got %q", c.PubSub)
-	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
-		return bad("REVIEWLEDGER_NATS_REPLICAS must be between 1 and 5, got %d", c.NATSReplicas)
 	case c.Lease < 100*time.Millisecond:
 		return bad("REVIEWLEDGER_LEASE must be at least 100ms, got %s", c.Lease)
 	case c.PollInterval < 0 || c.SweepInterval < 0 || c.SweepGrace < 0 || c.PurgeInterval < 0 || c.StopTimeout < 0:
@@ -241,7 +208,7 @@ type Engine struct {
 	parked    timers         // wake-ups of parked jobs
 	timerWake chan struct{}  // a wake-up earlier than the timer loop's
 	cached    int            // bytes of content kept for parked jobs
-	hints     hints
+	hints     hintSet
 
 	// stopping is cancelled (cause ErrShutdown) when Run's context ends:
 	// no step starts after it; calls in progress are cancelled.
@@ -254,11 +221,8 @@ type Engine struct {
 	// a call then starts only once its own lease was renewed.
 	renewFailing atomic.Bool
 
-	publisher  message.Publisher
-	subscriber message.Subscriber
-	closePub   func() error
-	pubMu      sync.RWMutex // guards publishing against closePub
-	pubClosed  bool
+	// closePub closes the Hints port, once.
+	closePub func() error
 
 	outstanding outstanding
 }
@@ -293,19 +257,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.hints.init()
 	e.stopping, e.stop = context.WithCancelCause(context.Background())
-	if err := e.openPubSub(); err != nil {
-		return nil, err
-	}
-	closePub := e.closePub
-	e.closePub = func() error {
-		e.pubMu.Lock()
-		defer e.pubMu.Unlock()
-		if e.pubClosed {
-			return nil
-		}
-		e.pubClosed = true
-		return closePub()
-	}
+	e.closePub = sync.OnceValue(cfg.Hints.Close)
 	return e, nil
 }
 
@@ -354,14 +306,11 @@ func (e *Engine) run(ctx context.Context, works, sweeps bool) error {
 	}
 	e.works.Store(works)
 	defer e.closePub() //nolint:errcheck // closing on the way out
-	var (
-		router     *message.Router
-		routerDone chan error
-		err        error
-	)
+	var stopHints func() error
 	if works {
-		if router, routerDone, err = e.startRouter(); err != nil {
-			return err
+		var err error
+		if stopHints, err = e.cfg.Hints.Subscribe(e.hint); err != nil {
+			return fmt.Errorf("engine: dispatch: %w", err)
 		}
 	}
 	// Leases are renewed until every review worked here is written, after
@@ -380,7 +329,7 @@ func (e *Engine) run(ctx context.Context, works, sweeps bool) error {
 
 	var closeErr error
 	if works {
-		closeErr = e.stopRouter(router, routerDone)
+		closeErr = stopHints()
 	}
 	e.stopAt.Store(e.clock.Now().UnixNano())
 	e.stop(ErrShutdown)

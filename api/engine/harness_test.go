@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
@@ -287,6 +288,15 @@ func (p pgRecords) Record(id string) (work.Record, bool) {
 	return r, true
 }
 
+// inProcess gives cfg the in-process hints (the Go channel) unless it has
+// some.
+func inProcess(cfg Config) Config {
+	if cfg.Hints == nil {
+		cfg.Hints = hint.NewGoChannel(cfg.Logger)
+	}
+	return cfg
+}
+
 func newHarnessOn(t *testing.T, store work.Store, records recordReader, led *ledger.Ledger, steps []step, tweak ...func(*Config)) *harness {
 	t.Helper()
 	clock := newFakeClock()
@@ -301,7 +311,7 @@ func newHarnessOn(t *testing.T, store work.Store, records recordReader, led *led
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	e, err := New(cfg)
+	e, err := New(inProcess(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

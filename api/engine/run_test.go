@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
@@ -68,10 +69,10 @@ func running(t *testing.T, e *Engine) (stop func()) {
 
 func TestDispatch(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{PubSubGoChannel, PubSubPostgres, PubSubNATS} {
+	for _, backend := range []string{hint.PubSubGoChannel, hint.PubSubPostgres, hint.PubSubNATS} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			if backend == PubSubNATS {
+			if backend == hint.PubSubNATS {
 				natsAvailable(t)
 			}
 			testDispatch(t, backend)
@@ -100,16 +101,17 @@ func testDispatch(t *testing.T, backend string) {
 	prov := &instant{}
 	topic := fmt.Sprintf("reviewledger_test_%d", time.Now().UnixNano())
 	opts := func(c *Config) {
-		c.Policy, c.PubSub, c.Topic, c.Calls, c.Logger = fastPolicy(), backend, topic, 4, testLogger()
+		c.Policy, c.Calls, c.Logger = fastPolicy(), 4, testLogger()
 	}
-	worker, led, closeWorker, err := pgEngine(ctx, url, prov, opts)
+	hints := hint.Config{PubSub: backend, Topic: topic}
+	worker, led, closeWorker, err := pgEngineOn(ctx, url, prov, hints, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeWorker()
 	submitter := worker
-	if backend != PubSubGoChannel {
-		api, _, closeAPI, err := pgEngine(ctx, url, prov, opts)
+	if backend != hint.PubSubGoChannel {
+		api, _, closeAPI, err := pgEngineOn(ctx, url, prov, hints, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,12 +268,13 @@ func TestEnginesShareWorkWithoutOverlap(t *testing.T) {
 	}}}
 	topic := fmt.Sprintf("reviewledger_test_%d", time.Now().UnixNano())
 	opts := func(c *Config) {
-		c.Policy, c.PubSub, c.Topic, c.Calls, c.Logger = policy, PubSubPostgres, topic, 8, testLogger()
+		c.Policy, c.Calls, c.Logger = policy, 8, testLogger()
 	}
+	hints := hint.Config{PubSub: hint.PubSubPostgres, Topic: topic}
 	var engines []*Engine
 	var stops []func()
 	start := func() {
-		e, _, closeE, err := pgEngine(ctx, url, prov, opts)
+		e, _, closeE, err := pgEngineOn(ctx, url, prov, hints, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,8 +336,8 @@ func TestParkedReviewsHoldNoGoroutines(t *testing.T) {
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
-	e, err := New(Config{Policy: policy, Store: mem, Ledger: mem.Ledger(ledger.GroupCommit{}), Provider: acceptsAsync{},
-		Logger: testLogger(), Calls: 64})
+	e, err := New(inProcess(Config{Policy: policy, Store: mem, Ledger: mem.Ledger(ledger.GroupCommit{}), Provider: acceptsAsync{},
+		Logger: testLogger(), Calls: 64}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,8 +452,8 @@ func TestStoreFaultsAreRetried(t *testing.T) {
 		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
 	}}}
 	led := ledger.New(events, ledger.Options{Committer: store})
-	e, err := New(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
-		Lease: 500 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	e, err := New(inProcess(Config{Policy: policy, Store: store, Ledger: led, Provider: prov, Logger: testLogger(),
+		Lease: 500 * time.Millisecond, PollInterval: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

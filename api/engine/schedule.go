@@ -27,20 +27,20 @@ const maxHints = 100000
 // next attempt starts.
 const maxCachedContent = 32 << 20
 
-// hints are review IDs to claim: from work messages, timers of parked
-// reviews, resubmissions.
-type hints struct {
+// hintSet holds the review IDs to claim: from work messages (the Hints
+// port), timers of parked reviews, resubmissions.
+type hintSet struct {
 	mu   sync.Mutex
 	ids  map[string]struct{}
 	wake chan struct{}
 }
 
-func (h *hints) init() {
+func (h *hintSet) init() {
 	h.ids = make(map[string]struct{})
 	h.wake = make(chan struct{}, 1)
 }
 
-func (h *hints) add(ids ...string) {
+func (h *hintSet) add(ids ...string) {
 	h.mu.Lock()
 	for _, id := range ids {
 		if len(h.ids) < maxHints {
@@ -54,7 +54,7 @@ func (h *hints) add(ids ...string) {
 	}
 }
 
-func (h *hints) take(n int) []string {
+func (h *hintSet) take(n int) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string

@@ -99,7 +99,7 @@ func TestASlotWaitPastTheBudgetEscalates(t *testing.T) {
 func workingEngine(t *testing.T, cfg Config) *Engine {
 	t.Helper()
 	cfg.Logger = testLogger()
-	e, err := New(cfg)
+	e, err := New(inProcess(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -246,7 +246,7 @@ func (e *Engine) resubmitted(ctx context.Context, existing *ledger.Snapshot, req
 func (e *Engine) dispatch(ctx context.Context, reviewID string) {
 	if e.works.Load() {
 		e.hint(reviewID)
-		if e.cfg.PubSub == PubSubGoChannel {
+		if e.cfg.Hints.Local() {
 			return
 		}
 	}

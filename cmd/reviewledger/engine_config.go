@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -72,11 +74,11 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("REVIEWLEDGER_COMMIT_FLUSHES: must be between 1 and 64, got %d", c.CommitFlushes)
 	case c.CommitWindow < 0 || c.CommitWindow > time.Second:
 		return fmt.Errorf("REVIEWLEDGER_COMMIT_WINDOW: must be between 0s and 1s, got %s", c.CommitWindow)
-	case c.PubSub != engine.PubSubGoChannel && c.PubSub != engine.PubSubPostgres && c.PubSub != engine.PubSubNATS:
+	case c.PubSub != hint.PubSubGoChannel && c.PubSub != hint.PubSubPostgres && c.PubSub != hint.PubSubNATS:
 		return fmt.Errorf("REVIEWLEDGER_PUBSUB: must be gochannel, postgres or nats, got %q", c.PubSub)
-	case c.PubSub == engine.PubSubNATS && c.NATSURL == "":
+	case c.PubSub == hint.PubSubNATS && c.NATSURL == "":
 		return fmt.Errorf("REVIEWLEDGER_NATS_URL: required with REVIEWLEDGER_PUBSUB=nats")
-	case c.PubSub == engine.PubSubNATS && !validNATSURLs(c.NATSURL):
+	case c.PubSub == hint.PubSubNATS && !validNATSURLs(c.NATSURL):
 		return fmt.Errorf("REVIEWLEDGER_NATS_URL: want comma-separated nats://host:port URLs, got %q", c.NATSURL)
 	case c.NATSReplicas < 1 || c.NATSReplicas > 5:
 		return fmt.Errorf("REVIEWLEDGER_NATS_REPLICAS: must be between 1 and 5, got %d", c.NATSReplicas)
@@ -164,14 +166,20 @@ func (c EngineConfig) Apply(rc *engine.Config) {
 	rc.Lease = c.Lease
 	rc.PollInterval = c.PollInterval
 	rc.StopTimeout = c.StopTimeout
-	rc.PubSub = c.PubSub
-	rc.NATSURL = c.NATSURL
-	rc.NATSReplicas = c.NATSReplicas
-	rc.Topic = c.Topic
 	rc.RetryBudget = c.RetryBudget
 	rc.RetryBudgetMinRetries = c.RetryBudgetMin
 	rc.PayloadRetention = c.PayloadRetention
 	rc.Tracer = c.Tracer
+}
+
+// Hints returns the settings of the work hints' transport on the database
+// of pool: the work topic, when not set, derived from the database's name.
+func (c EngineConfig) Hints(pool *pgxpool.Pool, log *slog.Logger) hint.Config {
+	hc := hint.Config{PubSub: c.PubSub, Pool: pool, NATSURL: c.NATSURL, NATSReplicas: c.NATSReplicas, Topic: c.Topic, Logger: log}
+	if hc.Topic == "" {
+		hc.Topic = defaultTopic(pool.Config().ConnConfig.Database)
+	}
+	return hc
 }
 
 // Sim returns the simulator settings; the caller sets Deliver and Signer.
@@ -186,11 +194,12 @@ func (c EngineConfig) Sim() provider.SimConfig {
 // NewEngine builds the review engine for serve: its storage in the
 // database of pool (work records, content, callback deliveries), the
 // ledger over events committing through it (group commit as configured),
-// the provider named by REVIEWLEDGER_PROVIDER, callbacks verified with
-// REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs with
-// a secret of its own). Run it with eng.Run(ctx); call stop after it
+// its hints on the transport named by REVIEWLEDGER_PUBSUB (set up within
+// ctx), the provider named by REVIEWLEDGER_PROVIDER, callbacks verified
+// with REVIEWLEDGER_CALLBACK_SECRET (the simulator, when none is set, signs
+// with a secret of its own). Run it with eng.Run(ctx); call stop after it
 // returns. The ledger is the one every writer of the process uses.
-func (c EngineConfig) NewEngine(cfg *Config, dbs pools, events eventstore.Store,
+func (c EngineConfig) NewEngine(ctx context.Context, cfg *Config, dbs pools, events eventstore.Store,
 	reg prometheus.Registerer, log *slog.Logger) (eng *engine.Engine, led *ledger.Ledger, stop func() error, err error) {
 	secret := cfg.CallbackSecret
 	if secret == "" {
@@ -232,17 +241,19 @@ func (c EngineConfig) NewEngine(cfg *Config, dbs pools, events eventstore.Store,
 	store := pgwork.New(pool, events)
 	led = store.Ledger(ledger.GroupCommit{MaxBatch: c.CommitBatch, Flushes: c.CommitFlushes, Window: c.CommitWindow})
 	ec := engine.Config{
-		Policy: cfg.Policy, Store: store, Ledger: led, Pool: pool, Provider: p, Providers: named, Signer: signer,
+		Policy: cfg.Policy, Store: store, Ledger: led, Provider: p, Providers: named, Signer: signer,
 		Logger: log, Metrics: reg, SweepInterval: cfg.SweepInterval, ProviderName: cfg.Provider,
 	}
 	c.Apply(&ec)
 	ec.SweepLeader = func(ctx context.Context, fn func(context.Context) error) error {
 		return pglock.Lead(ctx, dbs.Sessions, sweeperLockKey, time.Second, fn)
 	}
-	if c.Topic == "" {
-		ec.Topic = defaultTopic(pool.Config().ConnConfig.Database)
+	if ec.Hints, err = hint.Open(ctx, c.Hints(pool, log)); err != nil {
+		_ = stop()
+		return nil, nil, nil, err
 	}
 	if eng, err = engine.New(ec); err != nil {
+		_ = ec.Hints.Close()
 		_ = stop()
 		return nil, nil, nil, err
 	}

@@ -75,7 +75,7 @@ func TestNewEngineWithSimulator(t *testing.T) {
 	rc := validEngineConfig()
 	rc.SimAsyncRate = 0.5
 	cfg := &Config{Provider: "sim", Policy: domain.DefaultPolicy(), SweepInterval: time.Second}
-	svc, led, stop, err := rc.NewEngine(cfg, pools{Main: pool, Sessions: pool}, store, nil, slog.New(slog.DiscardHandler))
+	svc, led, stop, err := rc.NewEngine(context.Background(), cfg, pools{Main: pool, Sessions: pool}, store, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/contentaccess"
-	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/api/signin"
@@ -91,7 +91,7 @@ func (c *ServeCmd) Validate() error {
 			return fmt.Errorf("REVIEWLEDGER_ROLES: unknown role %q (roles are %s)", r, allRoles)
 		}
 	}
-	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == engine.PubSubGoChannel {
+	if (!c.runs(roleAPI) || !c.runs(roleWorker)) && c.Engine.PubSub == hint.PubSubGoChannel {
 		return fmt.Errorf("REVIEWLEDGER_ROLES: api and worker in separate processes need REVIEWLEDGER_PUBSUB=postgres or nats; gochannel work never leaves its process")
 	}
 	_, err := c.budget()
@@ -161,7 +161,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		}
 	}()
 	c.Engine.StopTimeout, c.Engine.Tracer = c.StopTimeout, tracer
-	eng, led, stopProvider, err := c.Engine.NewEngine(cfg, dbs, store, reg, log)
+	eng, led, stopProvider, err := c.Engine.NewEngine(ctx, cfg, dbs, store, reg, log)
 	if err != nil {
 		return err
 	}

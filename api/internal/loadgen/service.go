@@ -20,6 +20,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/engine"
+	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -124,7 +125,7 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		return nil, err
 	}
 	svc, err = engine.New(engine.Config{
-		Policy: cfg.policy(), Store: work, Ledger: led, Pool: pool, Provider: sim, Signer: signer,
+		Policy: cfg.policy(), Store: work, Ledger: led, Hints: hint.NewGoChannel(log), Provider: sim, Signer: signer,
 		Logger: log, Metrics: reg, ProviderName: "sim", Calls: cfg.Workers,
 	})
 	if err != nil {
