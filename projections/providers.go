@@ -225,6 +225,9 @@ func applyProviders(s *providerState, e event, delta *providerDelta) bool {
 	}
 	switch d := e.data.(type) {
 	case domain.AttemptStarted:
+		if len(r.providers) == 0 && d.Provider == "" && len(d.Shadows) == 0 {
+			return false // the default provider's, as every attempt before it: nothing to keep
+		}
 		for len(r.providers) < d.Attempt-1 {
 			r.providers = append(r.providers, domain.DefaultProvider)
 		}
