@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -78,24 +79,11 @@ func (s *Server) decodeBulk(c echo.Context, release bool) (bulkBody, projections
 	if err != nil {
 		return b, projections.QueueQuery{}, err
 	}
-	if err := decodeJSON(body, &b); err != nil {
-		return b, projections.QueueQuery{}, err
-	}
 	// A bulk action changes many reviews: a member it does not know (a
-	// misspelt dry_run, or a filter key) must not widen or arm it.
-	if err := refuseUnknown(body, &b, ""); err != nil {
+	// misspelt dry_run, a filter key, an item's expected_version) must not
+	// widen or arm it.
+	if err := decodeJSON(body, &b, json.RejectUnknownMembers(true)); err != nil {
 		return b, projections.QueueQuery{}, err
-	}
-	if b.Filter != nil {
-		members, _ := readObject(body)
-		for _, m := range members {
-			if m.name != "filter" {
-				continue
-			}
-			if err := refuseUnknown(m.value, &bulkFilter{}, "filter."); err != nil {
-				return b, projections.QueueQuery{}, err
-			}
-		}
 	}
 	if (b.Filter == nil) == (b.Items == nil) {
 		return b, projections.QueueQuery{}, fieldError("filter", "give exactly one of filter and items")

@@ -1,15 +1,28 @@
 package api
 
 import (
+	"bytes"
+	stdjson "encoding/json"
+	"errors"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/reviewledger/reviewledger/domain"
 )
 
-// FuzzDecodeJSON: decodeJSON's quick reading (encoding/json on the body
-// as it is, when plainBody allows it) gives exactly what the strict
-// member-by-member reading gives, value and error, for every body: flat
-// (the submit's, a decision's, a hold's, a requeue's) and with nested
-// objects and arrays (the bulk action's).
+// FuzzDecodeJSON: decodeJSON refuses exactly the bodies that are not
+// strict JSON text (strictFault, read here with encoding/json) or that
+// encoding/json cannot decode into the struct, and otherwise reads what
+// encoding/json reads, for every body whose names encoding/json cannot
+// match up to case: flat (the submit's, a decision's, a hold's, a
+// requeue's) and with nested objects and arrays (the bulk action's, whose
+// unknown members are refused). Every refusal names a field and is a 400.
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"review_id":"r1","content_class":"caption_suggestion","content_type":"text/plain","content":"hello"}`,
@@ -26,6 +39,8 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"a\u0062":"x","review_id":"r"}`,
 		`{"content":[1,2,3],"note":"x","items":[{"review_id":"a","expected_version":1}],"filter":{"state":"x"},"dry_run":true,"limit":5}`,
 		`{"items":[{"review_id":"a","review_id":"b"}]}`,
+		`{"items":[{"review_id":"a","expected_vers":1}]}`,
+		`{"content":{"a":1,"a":2}}`, `{"content":{"a":"\udc00"}}`, `{"x":"\ud83d\ude00"}`,
 		`{"limit":1e400}`, `{"dry_run":tru}`, `{"content":1.5e3}`, `{}`, ` {} `, `{"a":{}}`, `[]`, `null`, ``, `{"a":"\\"}`,
 		"{\"content\":\"\xff\"}",
 		`{"review_id":"r1","content_class":"c","content":null,"content_encoding":"base64"}`,
@@ -35,80 +50,201 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		same(t, body, &submitBody{}, &submitBody{})
-		same(t, body, &bulkBody{}, &bulkBody{})
-		same(t, body, &decisionBody{}, &decisionBody{})
-		same(t, body, &holdBody{}, &holdBody{})
-		same(t, body, &requeueBody{}, &requeueBody{})
+		agrees(t, body, false, &submitBody{}, &submitBody{})
+		agrees(t, body, true, &bulkBody{}, &bulkBody{})
+		agrees(t, body, false, &decisionBody{}, &decisionBody{})
+		agrees(t, body, false, &holdBody{}, &holdBody{})
+		agrees(t, body, false, &requeueBody{}, &requeueBody{})
 	})
 }
 
-func same[T any](t *testing.T, body []byte, quick, strict *T) {
+// agrees checks decodeJSON's reading of body against encoding/json's;
+// reject is json.RejectUnknownMembers (encoding/json's
+// DisallowUnknownFields).
+func agrees[T any](t *testing.T, body []byte, reject bool, got, want *T) {
 	t.Helper()
-	errQuick, errStrict := decodeJSON(body, quick), decodeStrict(body, strict)
-	if (errQuick == nil) != (errStrict == nil) || errQuick != nil && errQuick.Error() != errStrict.Error() {
-		t.Fatalf("%q into %T: decodeJSON says %v, the strict reading %v", body, quick, errQuick, errStrict)
+	err := decodeJSON(body, got, json.RejectUnknownMembers(reject))
+	var fe *domain.FieldError
+	if err != nil && (!errors.As(err, &fe) || fe.Field == "" || !errors.Is(err, ErrInvalidRequest)) {
+		t.Fatalf("%q into %T: error %v names no field or is not a 400", body, got, err)
 	}
-	if errQuick == nil && !reflect.DeepEqual(quick, strict) {
-		t.Fatalf("%q into %T: decodeJSON reads %+v, the strict reading %+v", body, quick, *quick, *strict)
+	fault, exact := strictFault(body)
+	if fault != "" {
+		if err == nil {
+			t.Fatalf("%q into %T: accepted, although %s", body, got, fault)
+		}
+		return
+	}
+	if !exact {
+		return // encoding/json would match a name up to case
+	}
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
+	if reject {
+		dec.DisallowUnknownFields()
+	}
+	errStd := dec.Decode(want)
+	if (err == nil) != (errStd == nil) {
+		t.Fatalf("%q into %T: decodeJSON says %v, encoding/json %v", body, got, err, errStd)
+	}
+	if err == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q into %T: decodeJSON reads %+v, encoding/json %+v", body, got, *got, *want)
 	}
 }
 
-// TestPlainBodyTakesTheQuickReading: the bodies a client sends are read
-// quickly, so the quick path is not dead code; the ones encoding/json would
-// read differently are not.
-func TestPlainBodyTakesTheQuickReading(t *testing.T) {
-	bt := typeOf(&submitBody{})
-	for _, s := range []string{
-		`{"review_id":"r1","content_class":"c","content_type":"text/plain","content":"hello"}`,
-		` {"review_id" : "r1", "content": {"a": [1, "]"]}, "extra": 1} `,
-		`{}`,
-	} {
-		if !plainBody([]byte(s), bt) {
-			t.Errorf("%s: strict reading, want the quick one", s)
+// strictFault says why body is not strict JSON text, or returns "": it
+// must be valid UTF-8, one JSON object, hold no unpaired UTF-16 surrogate
+// escape and name no member twice in an object. exact is whether every
+// name is lower-case ASCII, so that encoding/json, which matches names up
+// to case, matches the same fields as an exact match.
+func strictFault(body []byte) (fault string, exact bool) {
+	switch {
+	case !utf8.Valid(body):
+		return "it is not UTF-8", false
+	case !stdjson.Valid(body):
+		return "it is not one JSON value", false
+	case !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")):
+		return "it is not an object", false
+	}
+	for i := 0; i < len(body); i++ { // in valid JSON, a backslash starts an escape
+		if body[i] != '\\' {
+			continue
 		}
-	}
-	for _, s := range []string{
-		`{"review_id":"r1","review_id":"r2"}`,
-		`{"REVIEW_ID":"r1"}`,
-		"{\"review_\u017fd\":\"r1\"}",
-		`{"content":"\u00e9"}`,
-		`{"re\"view":"r1"}`,
-		`{"review_id":"r1"} x`,
-		"{\"content\":\"\xff\"}",
-	} {
-		if plainBody([]byte(s), bt) {
-			t.Errorf("%s: quick reading, want the strict one", s)
+		if body[i+1] != 'u' {
+			i++
+			continue
 		}
+		r := hexRune(body[i+2 : i+6])
+		if utf16.IsSurrogate(r) {
+			if i+12 > len(body) || body[i+6] != '\\' || body[i+7] != 'u' || utf16.DecodeRune(r, hexRune(body[i+8:i+12])) == utf8.RuneError {
+				return "it holds an unpaired surrogate escape", false
+			}
+			i += 6
+		}
+		i += 5
 	}
-	if typeOf(&struct{ Untagged string }{}).plain {
-		t.Error("a struct with an untagged field is taken as plain")
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
+	var objects []map[string]bool // the names seen in each open object
+	expectName := false
+	exact = true
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", exact
+		}
+		switch tok {
+		case stdjson.Delim('{'):
+			objects = append(objects, map[string]bool{})
+			expectName = true
+			continue
+		case stdjson.Delim('['):
+			objects = append(objects, nil)
+		case stdjson.Delim('}'), stdjson.Delim(']'):
+			objects = objects[:len(objects)-1]
+		default:
+			if name, ok := tok.(string); ok && expectName {
+				if objects[len(objects)-1][name] {
+					return "it names " + strconv.Quote(name) + " twice in one object", false
+				}
+				objects[len(objects)-1][name] = true
+				exact = exact && !strings.ContainsFunc(name, func(r rune) bool { return r >= utf8.RuneSelf || 'A' <= r && r <= 'Z' })
+				expectName = false
+				continue
+			}
+		}
+		expectName = len(objects) > 0 && objects[len(objects)-1] != nil
 	}
-	type inner struct {
-		Note string `json:"note"`
-	}
-	if typeOf(&struct {
-		inner
-		ID string `json:"id"`
-	}{}).plain {
-		t.Error("a struct embedding an unexported struct is taken as plain")
+}
+
+func hexRune(b []byte) rune {
+	r, _ := strconv.ParseUint(string(b), 16, 16)
+	return rune(r)
+}
+
+// TestDecodeJSONProblems: the problem of each fault, field and reason, as
+// docs/api.md describes them.
+func TestDecodeJSONProblems(t *testing.T) {
+	const (
+		twice    = "appears twice in the body; send each member once"
+		notUTF8  = "is not valid UTF-8: the bytes would be replaced, and other content reviewed than was sent (send binary content with content_encoding base64)"
+		unpaired = "holds an unpaired UTF-16 surrogate escape"
+		badName  = "a member name is not valid UTF-8 text"
+	)
+	for _, tc := range []struct {
+		body          string
+		reject        bool
+		field, reason string
+	}{
+		{``, false, "body", "is empty; a JSON object is required"},
+		{" \n\t", false, "body", "is empty; a JSON object is required"},
+		{`[]`, false, "body", "must be a JSON object"},
+		{`null`, false, "body", "must be a JSON object"},
+		{`"x"`, false, "body", "must be a JSON object"},
+		{`{"review_id":"r1"} trailing`, false, "body", "unexpected data after the JSON object"},
+		{`{"review_id":"r1"} {}`, false, "body", "unexpected data after the JSON object"},
+		{`x`, false, "body", "malformed JSON: invalid character 'x' at start of value"},
+		{"\xff", false, "body", "is not valid UTF-8"},
+		{`{"review_id":"r1",}`, false, "body", "malformed JSON: invalid character ',' at start of value after offset 17"},
+		{`{"review_id":`, false, "body", `malformed JSON: unexpected EOF within "/review_id" after offset 13`},
+		{"{\"review_id\":1 \xff}", false, "body", "is not valid UTF-8"},
+		{`{"review_id":"r1","review_id":"r2"}`, false, "review_id", twice},
+		{`{"note":1,"note":2}`, false, "note", twice},
+		{`{"items":[{"review_id":"a","review_id":"b"}]}`, false, "items", "holds an object naming a member twice; send each member once"},
+		{`{"content":{"a":1,"a":2}}`, false, "content", "holds an object naming a member twice; send each member once"},
+		{"{\"content\":\"caf\xe9\"}", false, "content", notUTF8},
+		{"{\"extra\":\"\xff\"}", false, "extra", notUTF8},
+		{"{\"content\":{\"a\":[\"\xff\"]}}", false, "content", notUTF8},
+		{`{"content":"a\ud800b"}`, false, "content", unpaired},
+		{`{"content":"\udc00"}`, false, "content", unpaired},
+		{`{"content":"\ud83d\ud83d"}`, false, "content", unpaired},
+		{`{"x":["\ud83d"]}`, false, "x", unpaired},
+		{"{\"\xff\":1}", false, "body", badName},
+		{`{"a\udc00":1}`, false, "body", badName},
+		{"{\"" + strings.Repeat("n", 65) + "\":\"\xff\"}", false, "body", notUTF8},
+		{`{"review_id":7,"content":}`, false, "body", `malformed JSON: missing value after object name within "/content" after offset 25`},
+		{`{"review_id":7}`, false, "review_id", "must be a JSON string"},
+		{`{"expected_version":-1}`, false, "expected_version", "must be a JSON uint64"},
+		{`{"limit":1e400}`, false, "limit", "must be a JSON int"},
+		{`{"filter":3}`, false, "filter", "must be a JSON struct"},
+		{`{"items":[{"review_id":"a"},{"expected_version":"1"}]}`, false, "items[1].expected_version", "must be a JSON uint64"},
+		{`{"REVIEW_ID":"r1","Note":1}`, false, "", ""},
+		{`{"review_id":"r1","content":"x"}`, true, "", ""},
+		{`{"dri_run":true}`, true, "dri_run", "is not a member of this body"},
+		{`{"filter":{"contentclass":"c"}}`, true, "filter.contentclass", "is not a member of this body"},
+		{`{"items":[{"review_id":"a"},{"expected_vers":1}]}`, true, "items[1].expected_vers", "is not a member of this body"},
+		{`{"0":1}`, true, "0", "is not a member of this body"},
+		{`{"dry_run":"yes","x":1}`, true, "dry_run", "must be a JSON bool"},
+	} {
+		var v struct {
+			ReviewID        string             `json:"review_id"`
+			Content         stdjson.RawMessage `json:"content"`
+			Note            string             `json:"note"`
+			ExpectedVersion *uint64            `json:"expected_version"`
+			Filter          *bulkFilter        `json:"filter"`
+			Items           []bulkItem         `json:"items"`
+			DryRun          bool               `json:"dry_run"`
+			Limit           *int               `json:"limit"`
+		}
+		err := decodeJSON([]byte(tc.body), &v, json.RejectUnknownMembers(tc.reject))
+		var fe *domain.FieldError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%q: %v, want it accepted", tc.body, err)
+		case tc.field == "":
+		case !errors.As(err, &fe) || !errors.Is(err, ErrInvalidRequest):
+			t.Errorf("%q: %v, want a 400 naming %s", tc.body, err, tc.field)
+		case fe.Field != tc.field || fe.Reason != tc.reason:
+			t.Errorf("%q: %s %q, want %s %q", tc.body, fe.Field, fe.Reason, tc.field, tc.reason)
+		}
 	}
 }
 
 func BenchmarkDecodeSubmit(b *testing.B) {
 	body := []byte(`{"review_id":"bench-1f2e-42","content_class":"caption_suggestion","content_type":"text/plain","content":"bench caption bench-1f2e-42: the quick brown fox jumps over the lazy dog"}`)
-	for _, c := range []struct {
-		name   string
-		decode func([]byte, any) error
-	}{{"quick", decodeJSON}, {"strict", decodeStrict}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var v submitBody
-				if err := c.decode(body, &v); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	b.ReportAllocs()
+	for b.Loop() {
+		var v submitBody
+		if err := decodeJSON(body, &v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
