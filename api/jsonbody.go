@@ -43,7 +43,17 @@ var strictBody = json.JoinOptions(
 // the text (syntax, UTF-8, a name twice, data after the object) is found
 // before any of its meaning (a member of the wrong type, an unknown one).
 func decodeJSON(body []byte, v any, opts ...json.Options) error {
-	opts = append([]json.Options{strictBody}, opts...)
+	if len(opts) == 0 {
+		opts = strictOnly
+	} else {
+		opts = append([]json.Options{strictBody}, opts...)
+	}
+	err := json.Unmarshal(body, v, opts...)
+	if err == nil && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
+		return nil
+	}
+	// Unmarshal stops at the first fault, of text or meaning: the body is
+	// read again for the faults of its text.
 	dec := jsontext.NewDecoder(bytes.NewReader(body), opts...)
 	switch dec.PeekKind() {
 	case '{':
@@ -58,15 +68,13 @@ func decodeJSON(body []byte, v any, opts ...json.Options) error {
 	if err := dec.SkipValue(); err != nil {
 		return textError(body, err)
 	}
-	object := body[:dec.InputOffset()]
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return fieldError("body", "unexpected data after the JSON object")
 	}
-	if err := json.Unmarshal(object, v, opts...); err != nil {
-		return meaningError(err)
-	}
-	return nil
+	return meaningError(err)
 }
+
+var strictOnly = []json.Options{strictBody}
 
 // textError is the problem of a body that is not strict JSON text.
 func textError(body []byte, err error) error {
