@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
-	"unicode/utf16"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -19,42 +18,56 @@ import (
 // server, a proxy in front of it, a log reader — sees the same values:
 //
 //   - the body is one JSON object and nothing after it;
-//   - a member name appears once in an object (encoding/json would take
-//     the last of two review_ids, while another parser may take the first);
-//   - names match exactly (encoding/json would also take "REVIEW_ID" or a
-//     name spelt with a Unicode letter that folds onto an ASCII one);
-//   - the text is valid UTF-8 and no string holds an unpaired UTF-16
-//     surrogate escape ("\ud800"): encoding/json would replace either with
-//     U+FFFD and review other bytes than were sent.
+//   - a member name appears once in the body's object (encoding/json would
+//     take the last of two review_ids, while another parser may take the
+//     first);
+//   - the body's names match exactly (encoding/json would also take
+//     "REVIEW_ID" or a name spelt with a Unicode letter that folds onto an
+//     ASCII one);
+//   - the text is valid UTF-8 and no string the server reads as text — a
+//     member name of the body, or the value of one of its members that is a
+//     string — holds an unpaired UTF-16 surrogate escape ("\ud800"):
+//     encoding/json would replace either with U+FFFD and review other bytes
+//     than were sent.
 //
-// Members this server does not know are ignored, as the contract says,
-// unless the caller passes json.RejectUnknownMembers(true).
-var strictBody = json.JoinOptions(
-	jsontext.AllowDuplicateNames(false),
-	jsontext.AllowInvalidUTF8(false),
+// Below the body's own members nothing more is asked: a value of content
+// that is an object or array is kept as sent, byte for byte (a name twice
+// or a lone surrogate in it included), and an unknown member is skipped
+// whatever it holds. Members this server does not know are ignored, as the
+// contract says, unless the caller passes json.RejectUnknownMembers(true).
+//
+// go-json-experiment/json reads the body under readBody, which allows what
+// the rules allow below the body's own members, and a token pass over
+// those members (objectFault) asks the rest.
+var readBody = json.JoinOptions(
+	jsontext.AllowDuplicateNames(true), // a name twice among the body's own members is objectFault's
+	jsontext.AllowInvalidUTF8(true),    // for surrogate escapes only: the text is checked to be UTF-8 first
 	json.MatchCaseInsensitiveNames(false),
 	json.RejectUnknownMembers(false),
 )
 
 // decodeJSON decodes one JSON object into v, a pointer to a struct whose
-// fields carry json tags, with go-json-experiment/json under strictBody and
+// fields carry json tags, with go-json-experiment/json under readBody and
 // opts. Errors are *domain.FieldError naming the member at fault ("body"
 // when it is the object itself) and wrap ErrInvalidRequest. Every fault of
-// the text (syntax, UTF-8, a name twice, data after the object) is found
-// before any of its meaning (a member of the wrong type, an unknown one).
+// the text (syntax, UTF-8, a name twice, a surrogate, data after the
+// object) is found before any of its meaning (a member of the wrong type,
+// an unknown one).
 func decodeJSON(body []byte, v any, opts ...json.Options) error {
 	if len(opts) == 0 {
-		opts = strictOnly
+		opts = readOnly
 	} else {
-		opts = append([]json.Options{strictBody}, opts...)
+		opts = append([]json.Options{readBody}, opts...)
 	}
 	err := json.Unmarshal(body, v, opts...)
-	if err == nil && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
-		return nil
+	if err == nil && utf8.Valid(body) {
+		// Unmarshal read one object (a struct takes nothing else): only the
+		// rules of its own members are left to ask.
+		return objectFault(body, typeOf(v).names, "")
 	}
 	// Unmarshal stops at the first fault, of text or meaning: the body is
 	// read again for the faults of its text.
-	dec := jsontext.NewDecoder(bytes.NewReader(body), opts...)
+	dec := jsontext.NewDecoder(bytes.NewReader(body), readBody)
 	switch dec.PeekKind() {
 	case '{':
 	case 'n', 'f', 't', '"', '0', '[':
@@ -71,61 +84,140 @@ func decodeJSON(body []byte, v any, opts ...json.Options) error {
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return fieldError("body", "unexpected data after the JSON object")
 	}
+	if err := objectFault(body, typeOf(v).names, ""); err != nil {
+		return err
+	}
 	return meaningError(err)
 }
 
-var strictOnly = []json.Options{strictBody}
+var readOnly = []json.Options{readBody}
 
-// textError is the problem of a body that is not strict JSON text.
+// objectFault reads the members of object, valid JSON text under
+// readBody, token by token at its own depth, and returns the first fault
+// of them by the rules of the body's own members (above), or nil: it is
+// not an object, a name is not UTF-8 text or appears twice, a value is not
+// UTF-8, or the string value of a member named in known (the ones read as
+// text) holds an unpaired surrogate. prefix goes before a name in a
+// problem's field.
+func objectFault(object []byte, known map[string]bool, prefix string) error {
+	r := readers.Get().(*reader)
+	defer readers.Put(r)
+	r.text.Reset(object)
+	dec := &r.dec
+	dec.Reset(&r.text, readBody)
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fieldError("body", "must be a JSON object")
+	}
+	names, ends := r.names[:0], r.ends[:0] // the names so far, one after another
+	for dec.PeekKind() == '"' {
+		raw, err := dec.ReadValue() // a name, as sent
+		if err != nil {
+			return textError(object, err)
+		}
+		if !raw.IsValid() {
+			return fieldError("body", "a member name is not valid UTF-8 text")
+		}
+		start := len(names)
+		names, _ = jsontext.AppendUnquote(names, raw)
+		name := names[start:]
+		begin := 0
+		for _, end := range ends {
+			if bytes.Equal(name, names[begin:end]) {
+				return fieldError(prefixed(prefix, string(name)), "appears twice in the body; send each member once")
+			}
+			begin = end
+		}
+		ends = append(ends, len(names))
+		value, err := dec.ReadValue()
+		if err != nil {
+			return textError(object, err)
+		}
+		switch {
+		case !utf8.Valid(value):
+			return fieldError(prefixed(prefix, string(name)), "is not valid UTF-8: the bytes would be replaced, and other content reviewed than was sent (send binary content with content_encoding base64)")
+		case known[string(name)] && value.Kind() == '"' && !value.IsValid():
+			return fieldError(prefixed(prefix, string(name)), "holds an unpaired UTF-16 surrogate escape")
+		}
+	}
+	r.names, r.ends = names, ends
+	return nil
+}
+
+// reader is objectFault's decoder and buffers, kept for the next body.
+type reader struct {
+	text  bytes.Reader
+	dec   jsontext.Decoder
+	names []byte
+	ends  []int
+}
+
+var readers = sync.Pool{New: func() any { return new(reader) }}
+
+// memberValue is the value of the member name of the JSON object text
+// object, valid under readBody, or nil.
+func memberValue(object []byte, name string) jsontext.Value {
+	dec := jsontext.NewDecoder(bytes.NewReader(object), readBody)
+	if _, err := dec.ReadToken(); err != nil {
+		return nil
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		found := tok.String() == name
+		value, err := dec.ReadValue()
+		if err != nil || found {
+			return value
+		}
+	}
+	return nil
+}
+
+// prefixed is a problem's field for the member name under prefix.
+func prefixed(prefix, name string) string {
+	if f := fieldName(name); f != "body" {
+		return prefix + f
+	}
+	return "body"
+}
+
+// bodyType is what decodeJSON needs to know of the struct a body is
+// decoded into.
+type bodyType struct {
+	names map[string]bool // the member names of its fields
+}
+
+var bodyTypes sync.Map // reflect.Type → *bodyType
+
+// typeOf returns the bodyType of the struct v points to.
+func typeOf(v any) *bodyType {
+	t := reflect.TypeOf(v).Elem()
+	if bt, ok := bodyTypes.Load(t); ok {
+		return bt.(*bodyType)
+	}
+	bt := &bodyType{names: make(map[string]bool, t.NumField())}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+		case name == "":
+			bt.names[f.Name] = true
+		default:
+			bt.names[name] = true
+		}
+	}
+	bodyTypes.Store(t, bt)
+	return bt
+}
+
+// textError is the problem of a body that is not JSON text.
 func textError(body []byte, err error) error {
-	var se *jsontext.SyntacticError
-	if !errors.As(err, &se) {
-		return fieldError("body", fmt.Sprintf("malformed JSON: %v", err))
-	}
-	member := "body" // the member at fault; a name's fault is the object's
-	for tok := range se.JSONPointer.Tokens() {
-		member = fieldName(tok)
-		break
-	}
-	invalid := errors.Is(se.Err, errInvalidUTF8)
-	surrogate := !errors.Is(se.Err, io.ErrUnexpectedEOF) && lonelySurrogate(body[min(se.ByteOffset, int64(len(body))):])
-	switch {
-	case errors.Is(se.Err, jsontext.ErrDuplicateName) && strings.Count(string(se.JSONPointer), "/") == 1:
-		return fieldError(member, "appears twice in the body; send each member once")
-	case errors.Is(se.Err, jsontext.ErrDuplicateName):
-		return fieldError(member, "holds an object naming a member twice; send each member once")
-	case se.JSONPointer == "" && (invalid || surrogate):
-		return fieldError("body", "a member name is not valid UTF-8 text")
-	case surrogate:
-		return fieldError(member, "holds an unpaired UTF-16 surrogate escape")
-	case invalid:
-		return fieldError(member, "is not valid UTF-8: the bytes would be replaced, and other content reviewed than was sent (send binary content with content_encoding base64)")
-	}
 	if !utf8.Valid(body) {
 		return fieldError("body", "is not valid UTF-8")
 	}
 	return fieldError("body", fmt.Sprintf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: ")))
 }
-
-// lonelySurrogate reports whether text starts with the \u escape of a
-// UTF-16 surrogate (jsontext refuses it for not being half of a pair).
-func lonelySurrogate(text []byte) bool {
-	if len(text) < 6 || text[0] != '\\' || text[1] != 'u' {
-		return false
-	}
-	r, err := strconv.ParseUint(string(text[2:6]), 16, 16)
-	return err == nil && utf16.IsSurrogate(rune(r))
-}
-
-// errInvalidUTF8 is jsontext's error for a string that is not UTF-8, which
-// it exports no variable for.
-var errInvalidUTF8 = func() error {
-	var se *jsontext.SyntacticError
-	if errors.As(jsontext.NewDecoder(strings.NewReader("\"\xff\"")).SkipValue(), &se) {
-		return se.Err
-	}
-	return nil
-}()
 
 // meaningError is the problem of a well-formed body that does not fit the
 // struct it is decoded into.

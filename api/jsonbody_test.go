@@ -16,13 +16,14 @@ import (
 	"github.com/reviewledger/reviewledger/domain"
 )
 
-// FuzzDecodeJSON: decodeJSON refuses exactly the bodies that are not
-// strict JSON text (strictFault, read here with encoding/json) or that
+// FuzzDecodeJSON: decodeJSON refuses exactly the bodies that break the
+// strict rules (strictFault, read here with encoding/json) or that
 // encoding/json cannot decode into the struct, and otherwise reads what
 // encoding/json reads, for every body whose names encoding/json cannot
 // match up to case: flat (the submit's, a decision's, a hold's, a
 // requeue's) and with nested objects and arrays (the bulk action's, whose
-// unknown members are refused). Every refusal names a field and is a 400.
+// unknown members are refused in the body and in its filter). Every
+// refusal names a field and is a 400.
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"review_id":"r1","content_class":"caption_suggestion","content_type":"text/plain","content":"hello"}`,
@@ -39,10 +40,15 @@ func FuzzDecodeJSON(f *testing.F) {
 		`{"a\u0062":"x","review_id":"r"}`,
 		`{"content":[1,2,3],"note":"x","items":[{"review_id":"a","expected_version":1}],"filter":{"state":"x"},"dry_run":true,"limit":5}`,
 		`{"items":[{"review_id":"a","review_id":"b"}]}`,
+		`{"items":[{"review_id":"a","review_id":null,"expected_version":1,"expected_version":null}]}`,
 		`{"items":[{"review_id":"a","expected_vers":1}]}`,
-		`{"content":{"a":1,"a":2}}`, `{"content":{"a":"\udc00"}}`, `{"x":"\ud83d\ude00"}`,
+		`{"items":[{"Review_ID":"a","EXPECTED_VERSION":1}]}`,
+		`{"items":[{"review_id":"\udc00"}]}`,
+		`{"filter":{"reason":"a","reason":"b"}}`, `{"filter":{"reason":"\ud800"}}`, `{"filter":null,"items":[]}`,
+		`{"content":{"a":1,"a":2}}`, `{"content":{"a":"\udc00"}}`, `{"content":["\ud800"]}`, `{"x":"\ud83d\ude00"}`,
+		`{"x":"\ud800","y":["\udc00"],"z":{"q":1,"q":2}}`, `{"\ud800":1}`, `{"note":"\udc00"}`,
 		`{"limit":1e400}`, `{"dry_run":tru}`, `{"content":1.5e3}`, `{}`, ` {} `, `{"a":{}}`, `[]`, `null`, ``, `{"a":"\\"}`,
-		"{\"content\":\"\xff\"}",
+		"{\"content\":\"\xff\"}", "{\"x\":{\"y\":\"\xff\"}}",
 		`{"review_id":"r1","content_class":"c","content":null,"content_encoding":"base64"}`,
 		`{"state":"accepted","note":"ok","expected_version":3}`, `{"expected_version":-1}`, `{"expected_version":1e30}`, `{"Note":"x","expected_version":2}`,
 		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17}`,
@@ -50,25 +56,26 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		agrees(t, body, false, &submitBody{}, &submitBody{})
-		agrees(t, body, true, &bulkBody{}, &bulkBody{})
-		agrees(t, body, false, &decisionBody{}, &decisionBody{})
-		agrees(t, body, false, &holdBody{}, &holdBody{})
-		agrees(t, body, false, &requeueBody{}, &requeueBody{})
+		agrees(t, body, false, func(b []byte, v *submitBody) error { return decodeJSON(b, v) })
+		agrees(t, body, true, decodeBulkJSON)
+		agrees(t, body, false, func(b []byte, v *decisionBody) error { return decodeJSON(b, v) })
+		agrees(t, body, false, func(b []byte, v *holdBody) error { return decodeJSON(b, v) })
+		agrees(t, body, false, func(b []byte, v *requeueBody) error { return decodeJSON(b, v) })
 	})
 }
 
-// agrees checks decodeJSON's reading of body against encoding/json's;
-// reject is json.RejectUnknownMembers (encoding/json's
-// DisallowUnknownFields).
-func agrees[T any](t *testing.T, body []byte, reject bool, got, want *T) {
+// agrees checks decode's reading of body against encoding/json's and
+// strictFault's; bulk is whether T is the bulk body, whose unknown members
+// and filter keys are refused.
+func agrees[T any](t *testing.T, body []byte, bulk bool, decode func([]byte, *T) error) {
 	t.Helper()
-	err := decodeJSON(body, got, json.RejectUnknownMembers(reject))
+	var got, want T
+	err := decode(body, &got)
 	var fe *domain.FieldError
 	if err != nil && (!errors.As(err, &fe) || fe.Field == "" || !errors.Is(err, ErrInvalidRequest)) {
 		t.Fatalf("%q into %T: error %v names no field or is not a 400", body, got, err)
 	}
-	fault, exact := strictFault(body)
+	fault, exact := strictFault(body, jsonNames(reflect.TypeFor[T]()), bulk)
 	if fault != "" {
 		if err == nil {
 			t.Fatalf("%q into %T: accepted, although %s", body, got, fault)
@@ -78,25 +85,36 @@ func agrees[T any](t *testing.T, body []byte, reject bool, got, want *T) {
 	if !exact {
 		return // encoding/json would match a name up to case
 	}
-	dec := stdjson.NewDecoder(bytes.NewReader(body))
-	if reject {
-		dec.DisallowUnknownFields()
-	}
-	errStd := dec.Decode(want)
+	errStd := stdjson.Unmarshal(body, &want)
 	if (err == nil) != (errStd == nil) {
 		t.Fatalf("%q into %T: decodeJSON says %v, encoding/json %v", body, got, err, errStd)
 	}
 	if err == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q into %T: decodeJSON reads %+v, encoding/json %+v", body, got, *got, *want)
+		t.Fatalf("%q into %T: decodeJSON reads %+v, encoding/json %+v", body, got, got, want)
 	}
 }
 
-// strictFault says why body is not strict JSON text, or returns "": it
-// must be valid UTF-8, one JSON object, hold no unpaired UTF-16 surrogate
-// escape and name no member twice in an object. exact is whether every
-// name is lower-case ASCII, so that encoding/json, which matches names up
-// to case, matches the same fields as an exact match.
-func strictFault(body []byte) (fault string, exact bool) {
+// jsonNames are the member names of the struct type t's fields.
+func jsonNames(t reflect.Type) map[string]bool {
+	names := map[string]bool{}
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	return names
+}
+
+// strictFault says why body breaks the strict rules (docs/api.md), or
+// returns "": it must be valid UTF-8 and one JSON object; in that object,
+// a name appears once and holds no unpaired UTF-16 surrogate escape, and
+// the string value of a member in known holds none either. Below it
+// nothing more is asked, except of a bulk body (bulk): every name of it
+// and of its filter is in known or bulkFilter's, and the filter names each
+// once. exact is whether every name is lower-case ASCII, so that
+// encoding/json, which matches names up to case, matches the same fields
+// as an exact match.
+func strictFault(body []byte, known map[string]bool, bulk bool) (fault string, exact bool) {
 	switch {
 	case !utf8.Valid(body):
 		return "it is not UTF-8", false
@@ -105,25 +123,33 @@ func strictFault(body []byte) (fault string, exact bool) {
 	case !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")):
 		return "it is not an object", false
 	}
-	for i := 0; i < len(body); i++ { // in valid JSON, a backslash starts an escape
-		if body[i] != '\\' {
-			continue
+	members := topMembers(body)
+	seen := map[string]bool{}
+	for _, m := range members {
+		switch {
+		case loneSurrogate(m.rawName):
+			return "a name holds an unpaired surrogate escape", false
+		case seen[m.name]:
+			return "it names " + strconv.Quote(m.name) + " twice", false
+		case known[m.name] && m.value[0] == '"' && loneSurrogate(m.value):
+			return m.name + " holds an unpaired surrogate escape", false
+		case bulk && !known[m.name]:
+			return m.name + " is not a member of a bulk body", false
 		}
-		if body[i+1] != 'u' {
-			i++
-			continue
-		}
-		r := hexRune(body[i+2 : i+6])
-		if utf16.IsSurrogate(r) {
-			if i+12 > len(body) || body[i+6] != '\\' || body[i+7] != 'u' || utf16.DecodeRune(r, hexRune(body[i+8:i+12])) == utf8.RuneError {
-				return "it holds an unpaired surrogate escape", false
+		seen[m.name] = true
+		if bulk && m.name == "filter" && m.value[0] == '{' {
+			filterKnown := jsonNames(reflect.TypeFor[bulkFilter]())
+			inFilter := map[string]bool{}
+			for _, k := range topMembers(m.value) {
+				if inFilter[k.name] || !filterKnown[k.name] {
+					return "the filter names " + strconv.Quote(k.name) + " twice or unknown", false
+				}
+				inFilter[k.name] = true
 			}
-			i += 6
 		}
-		i += 5
 	}
 	dec := stdjson.NewDecoder(bytes.NewReader(body))
-	var objects []map[string]bool // the names seen in each open object
+	var objects []bool // whether each open value is an object
 	expectName := false
 	exact = true
 	for {
@@ -133,26 +159,68 @@ func strictFault(body []byte) (fault string, exact bool) {
 		}
 		switch tok {
 		case stdjson.Delim('{'):
-			objects = append(objects, map[string]bool{})
+			objects = append(objects, true)
 			expectName = true
 			continue
 		case stdjson.Delim('['):
-			objects = append(objects, nil)
+			objects = append(objects, false)
 		case stdjson.Delim('}'), stdjson.Delim(']'):
 			objects = objects[:len(objects)-1]
 		default:
 			if name, ok := tok.(string); ok && expectName {
-				if objects[len(objects)-1][name] {
-					return "it names " + strconv.Quote(name) + " twice in one object", false
-				}
-				objects[len(objects)-1][name] = true
 				exact = exact && !strings.ContainsFunc(name, func(r rune) bool { return r >= utf8.RuneSelf || 'A' <= r && r <= 'Z' })
 				expectName = false
 				continue
 			}
 		}
-		expectName = len(objects) > 0 && objects[len(objects)-1] != nil
+		expectName = len(objects) > 0 && objects[len(objects)-1]
 	}
+}
+
+// refMember is a member of a JSON object as strictFault reads it.
+type refMember struct {
+	name    string
+	rawName []byte // as sent, quotes included
+	value   stdjson.RawMessage
+}
+
+// topMembers are the members of object, valid JSON text of an object.
+func topMembers(object []byte) []refMember {
+	var members []refMember
+	dec := stdjson.NewDecoder(bytes.NewReader(object))
+	_, _ = dec.Token()
+	for dec.More() {
+		start := dec.InputOffset()
+		tok, _ := dec.Token()
+		m := refMember{name: tok.(string), rawName: object[start:dec.InputOffset()]}
+		_ = dec.Decode(&m.value)
+		members = append(members, m)
+	}
+	return members
+}
+
+// loneSurrogate reports whether the JSON text raw, from a valid JSON
+// value, holds a \u escape of a UTF-16 surrogate that is not half of a
+// pair.
+func loneSurrogate(raw []byte) bool {
+	for i := 0; i < len(raw); i++ { // in valid JSON, a backslash starts an escape
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++
+			continue
+		}
+		r := hexRune(raw[i+2 : i+6])
+		if utf16.IsSurrogate(r) {
+			if i+12 > len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' || utf16.DecodeRune(r, hexRune(raw[i+8:i+12])) == utf8.RuneError {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
 }
 
 func hexRune(b []byte) rune {
@@ -188,15 +256,19 @@ func TestDecodeJSONProblems(t *testing.T) {
 		{"{\"review_id\":1 \xff}", false, "body", "is not valid UTF-8"},
 		{`{"review_id":"r1","review_id":"r2"}`, false, "review_id", twice},
 		{`{"note":1,"note":2}`, false, "note", twice},
-		{`{"items":[{"review_id":"a","review_id":"b"}]}`, false, "items", "holds an object naming a member twice; send each member once"},
-		{`{"content":{"a":1,"a":2}}`, false, "content", "holds an object naming a member twice; send each member once"},
+		{`{"items":[{"review_id":"a","review_id":"b"}]}`, false, "", ""},
+		{`{"content":{"a":1,"a":2}}`, false, "", ""},
 		{"{\"content\":\"caf\xe9\"}", false, "content", notUTF8},
 		{"{\"extra\":\"\xff\"}", false, "extra", notUTF8},
 		{"{\"content\":{\"a\":[\"\xff\"]}}", false, "content", notUTF8},
 		{`{"content":"a\ud800b"}`, false, "content", unpaired},
 		{`{"content":"\udc00"}`, false, "content", unpaired},
 		{`{"content":"\ud83d\ud83d"}`, false, "content", unpaired},
-		{`{"x":["\ud83d"]}`, false, "x", unpaired},
+		{`{"note":"\ud83d"}`, false, "note", unpaired},
+		{`{"x":["\ud83d"]}`, false, "", ""},
+		{`{"x":"\ud83d"}`, false, "", ""},
+		{`{"content":{"a":["\udc00"]}}`, false, "", ""},
+		{`{"items":[{"review_id":"\udc00"}]}`, false, "", ""},
 		{"{\"\xff\":1}", false, "body", badName},
 		{`{"a\udc00":1}`, false, "body", badName},
 		{"{\"" + strings.Repeat("n", 65) + "\":\"\xff\"}", false, "body", notUTF8},
@@ -210,7 +282,8 @@ func TestDecodeJSONProblems(t *testing.T) {
 		{`{"review_id":"r1","content":"x"}`, true, "", ""},
 		{`{"dri_run":true}`, true, "dri_run", "is not a member of this body"},
 		{`{"filter":{"contentclass":"c"}}`, true, "filter.contentclass", "is not a member of this body"},
-		{`{"items":[{"review_id":"a"},{"expected_vers":1}]}`, true, "items[1].expected_vers", "is not a member of this body"},
+		{`{"items":[{"review_id":"a"},{"expected_vers":1}]}`, true, "", ""},
+		{`{"items":[{"Review_ID":"a"}]}`, true, "", ""},
 		{`{"0":1}`, true, "0", "is not a member of this body"},
 		{`{"dry_run":"yes","x":1}`, true, "dry_run", "must be a JSON bool"},
 	} {
@@ -224,7 +297,7 @@ func TestDecodeJSONProblems(t *testing.T) {
 			DryRun          bool               `json:"dry_run"`
 			Limit           *int               `json:"limit"`
 		}
-		err := decodeJSON([]byte(tc.body), &v, json.RejectUnknownMembers(tc.reject))
+		err := decodeJSON([]byte(tc.body), &v, bulkOptions, json.RejectUnknownMembers(tc.reject))
 		var fe *domain.FieldError
 		switch {
 		case tc.field == "" && err != nil:
@@ -245,6 +318,53 @@ func BenchmarkDecodeSubmit(b *testing.B) {
 		var v submitBody
 		if err := decodeJSON(body, &v); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBulkItemsReadAsEncodingJSON: a bulk body's items are read as
+// encoding/json reads them, as they always were: (a) the last of a name
+// twice is taken, (c) names match up to case, and (d) a member an item
+// does not know is ignored; the body's own members and its filter's are
+// still read strictly.
+func TestBulkItemsReadAsEncodingJSON(t *testing.T) {
+	for _, tc := range []struct{ name, items string }{
+		{"(a) a name twice in an item", `[{"review_id":"x","review_id":"r1","expected_version":1,"expected_version":7},{"review_id":"r2","review_id":null}]`},
+		{"(c) names up to case", `[{"REVIEW_ID":"r1","Expected_Version":7},{"Review_Id":"r2"}]`},
+		{"(d) members an item does not know", `[{"review_id":"r1","expected_version":7,"expected_vers":1},{"review_id":"r2","note":{"a":"\ud800"}}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"items":` + tc.items + `,"dry_run":true}`
+			var b bulkBody
+			if err := decodeBulkJSON([]byte(body), &b); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			var want []bulkItem
+			if err := stdjson.Unmarshal([]byte(tc.items), &want); err != nil {
+				t.Fatal(err)
+			}
+			seven := uint64(7)
+			if !reflect.DeepEqual(b.Items, want) || !reflect.DeepEqual(b.Items, []bulkItem{{ReviewID: "r1", ExpectedVersion: &seven}, {ReviewID: "r2"}}) || !b.DryRun {
+				t.Fatalf("%s: read %+v, encoding/json %+v", body, b, want)
+			}
+		})
+	}
+	for body, field := range map[string]string{
+		`{"items":[{"review_id":"r1"}],"items":[]}`:            "items",
+		`{"ITEMS":[{"review_id":"r1"}]}`:                       "ITEMS",
+		`{"items":[{"review_id":"r1"}],"dryrun":true}`:         "dryrun",
+		`{"filter":{"reason":"a","reason":"b"}}`:               "filter.reason",
+		`{"filter":{"Reason":"a"}}`:                            "filter.Reason",
+		`{"filter":{"reasons":"a"}}`:                           "filter.reasons",
+		`{"items":[{"review_id":"r1"}],"cursor":"\ud800"}`:     "cursor",
+		`{"items":[{"review_id":"r1"}],"note":"x","note":"y"}`: "note",
+		"{\"items\":[{\"review_id\":\"r1\",\"x\":\"\xff\"}]}":  "items",
+	} {
+		var b bulkBody
+		err := decodeBulkJSON([]byte(body), &b)
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != field || !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%q: %v, want a 400 naming %s", body, err, field)
 		}
 	}
 }
