@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	v1json "github.com/go-json-experiment/json/v1"
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -40,6 +43,33 @@ type bulkFilter struct {
 type bulkItem struct {
 	ReviewID        string  `json:"review_id"`
 	ExpectedVersion *uint64 `json:"expected_version"`
+}
+
+// itemFields is bulkItem without bulkOptions' unmarshaler of it.
+type itemFields bulkItem
+
+// bulkOptions are decodeJSON's options for a bulk body. A bulk action
+// changes many reviews: a member it does not know, in the body or in its
+// filter (a misspelt dry_run or filter key), must not widen or arm it. An
+// item is read as encoding/json reads it, as it always was: its names
+// match up to case, the last of a name twice is taken, and a member it
+// does not know is ignored.
+var bulkOptions = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, it *bulkItem) error {
+		return json.UnmarshalDecode(dec, (*itemFields)(it),
+			json.MatchCaseInsensitiveNames(true), v1json.MatchCaseSensitiveDelimiter(true),
+			json.RejectUnknownMembers(false), v1json.MergeWithLegacySemantics(true))
+	})),
+)
+
+// decodeBulkJSON is decodeJSON for a bulk body, whose filter, like the
+// body, names each member once.
+func decodeBulkJSON(body []byte, b *bulkBody) error {
+	if err := decodeJSON(body, b, bulkOptions); err != nil || b.Filter == nil {
+		return err
+	}
+	return objectFault(memberValue(body, "filter"), nil, "filter.")
 }
 
 type bulkBody struct {
@@ -78,24 +108,8 @@ func (s *Server) decodeBulk(c echo.Context, release bool) (bulkBody, projections
 	if err != nil {
 		return b, projections.QueueQuery{}, err
 	}
-	if err := decodeJSON(body, &b); err != nil {
+	if err := decodeBulkJSON(body, &b); err != nil {
 		return b, projections.QueueQuery{}, err
-	}
-	// A bulk action changes many reviews: a member it does not know (a
-	// misspelt dry_run, or a filter key) must not widen or arm it.
-	if err := refuseUnknown(body, &b, ""); err != nil {
-		return b, projections.QueueQuery{}, err
-	}
-	if b.Filter != nil {
-		members, _ := readObject(body)
-		for _, m := range members {
-			if m.name != "filter" {
-				continue
-			}
-			if err := refuseUnknown(m.value, &bulkFilter{}, "filter."); err != nil {
-				return b, projections.QueueQuery{}, err
-			}
-		}
 	}
 	if (b.Filter == nil) == (b.Items == nil) {
 		return b, projections.QueueQuery{}, fieldError("filter", "give exactly one of filter and items")

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,212 +10,182 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	fastjson "github.com/go-json-experiment/json/v1"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Request bodies are read strictly, so that every reader of a body — this
 // server, a proxy in front of it, a log reader — sees the same values:
 //
 //   - the body is one JSON object and nothing after it;
-//   - a member name appears once (encoding/json would take the last of two
-//     review_ids, while another parser may take the first);
-//   - names match exactly (encoding/json would also take "REVIEW_ID" or a
-//     name spelt with a Unicode letter that folds onto an ASCII one);
-//   - the text is valid UTF-8 and no string the server reads holds an
-//     unpaired UTF-16 surrogate escape ("\ud800"): encoding/json would
-//     replace either with U+FFFD and review other bytes than were sent.
+//   - a member name appears once in the body's object (encoding/json would
+//     take the last of two review_ids, while another parser may take the
+//     first);
+//   - the body's names match exactly (encoding/json would also take
+//     "REVIEW_ID" or a name spelt with a Unicode letter that folds onto an
+//     ASCII one);
+//   - the text is valid UTF-8 and no string the server reads as text — a
+//     member name of the body, or the value of one of its members that is a
+//     string — holds an unpaired UTF-16 surrogate escape ("\ud800"):
+//     encoding/json would replace either with U+FFFD and review other bytes
+//     than were sent.
 //
-// Members this server does not know are ignored, as the contract says.
+// Below the body's own members nothing more is asked: a value of content
+// that is an object or array is kept as sent, byte for byte (a name twice
+// or a lone surrogate in it included), and an unknown member is skipped
+// whatever it holds. Members this server does not know are ignored, as the
+// contract says, unless the caller passes json.RejectUnknownMembers(true).
+//
+// go-json-experiment/json reads the body under readBody, which allows what
+// the rules allow below the body's own members, and a token pass over
+// those members (objectFault) asks the rest.
+var readBody = json.JoinOptions(
+	jsontext.AllowDuplicateNames(true), // a name twice among the body's own members is objectFault's
+	jsontext.AllowInvalidUTF8(true),    // for surrogate escapes only: the text is checked to be UTF-8 first
+	json.MatchCaseInsensitiveNames(false),
+	json.RejectUnknownMembers(false),
+)
 
 // decodeJSON decodes one JSON object into v, a pointer to a struct whose
-// fields carry json tags. Errors are *domain.FieldError naming the member at
-// fault ("body" when it is the object itself) and wrap ErrInvalidRequest.
-func decodeJSON(body []byte, v any) error {
-	if plainBody(body, typeOf(v)) {
-		// encoding/json's semantics on a quicker decoder (docs/architecture.md);
-		// an error is reported by the strict reading, as ever.
-		err := fastjson.Unmarshal(body, v)
-		if err == nil {
-			return nil
-		}
-		reflect.ValueOf(v).Elem().SetZero() // the strict reading reports it, from nothing
+// fields carry json tags, with go-json-experiment/json under readBody and
+// opts. Errors are *domain.FieldError naming the member at fault ("body"
+// when it is the object itself) and wrap ErrInvalidRequest. Every fault of
+// the text (syntax, UTF-8, a name twice, a surrogate, data after the
+// object) is found before any of its meaning (a member of the wrong type,
+// an unknown one).
+func decodeJSON(body []byte, v any, opts ...json.Options) error {
+	if len(opts) == 0 {
+		opts = readOnly
+	} else {
+		opts = append([]json.Options{readBody}, opts...)
 	}
-	return decodeStrict(body, v)
-}
-
-// decodeStrict is decodeJSON member by member: it reads the object's
-// members as sent, checks each, and decodes the known ones only. It is the
-// reference decodeJSON's quicker reading must agree with (FuzzDecodeJSON).
-func decodeStrict(body []byte, v any) error {
-	members, err := readObject(body)
-	if err != nil {
+	err := json.Unmarshal(body, v, opts...)
+	if err == nil && utf8.Valid(body) {
+		// Unmarshal read one object (a struct takes nothing else): only the
+		// rules of its own members are left to ask.
+		return objectFault(body, typeOf(v).names, "")
+	}
+	// Unmarshal stops at the first fault, of text or meaning: the body is
+	// read again for the faults of its text.
+	dec := jsontext.NewDecoder(bytes.NewReader(body), readBody)
+	switch dec.PeekKind() {
+	case '{':
+	case 'n', 'f', 't', '"', '0', '[':
+		return fieldError("body", "must be a JSON object")
+	default: // nothing, or what starts no JSON value
+		if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+			return textError(body, err)
+		}
+		return fieldError("body", "is empty; a JSON object is required")
+	}
+	if err := dec.SkipValue(); err != nil {
+		return textError(body, err)
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return fieldError("body", "unexpected data after the JSON object")
+	}
+	if err := objectFault(body, typeOf(v).names, ""); err != nil {
 		return err
 	}
-	known := typeOf(v).names
-	var filtered bytes.Buffer
-	filtered.WriteByte('{')
-	for _, m := range members {
-		if !known[m.name] {
-			continue
-		}
-		if m.value[0] == '"' {
-			if reason := surrogateError(m.value); reason != "" {
-				return fieldError(m.name, reason)
-			}
-		}
-		if filtered.Len() > 1 {
-			filtered.WriteByte(',')
-		}
-		name, _ := json.Marshal(m.name)
-		filtered.Write(name)
-		filtered.WriteByte(':')
-		filtered.Write(m.value)
+	return meaningError(err)
+}
+
+var readOnly = []json.Options{readBody}
+
+// objectFault reads the members of object, valid JSON text under
+// readBody, token by token at its own depth, and returns the first fault
+// of them by the rules of the body's own members (above), or nil: it is
+// not an object, a name is not UTF-8 text or appears twice, a value is not
+// UTF-8, or the string value of a member named in known (the ones read as
+// text) holds an unpaired surrogate. prefix goes before a name in a
+// problem's field.
+func objectFault(object []byte, known map[string]bool, prefix string) error {
+	r := readers.Get().(*reader)
+	defer readers.Put(r)
+	r.text.Reset(object)
+	dec := &r.dec
+	dec.Reset(&r.text, readBody)
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fieldError("body", "must be a JSON object")
 	}
-	filtered.WriteByte('}')
-	if err := json.Unmarshal(filtered.Bytes(), v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return fieldError(te.Field, fmt.Sprintf("must be a JSON %s", te.Type.Kind()))
+	names, ends := r.names[:0], r.ends[:0] // the names so far, one after another
+	for dec.PeekKind() == '"' {
+		raw, err := dec.ReadValue() // a name, as sent
+		if err != nil {
+			return textError(object, err)
 		}
-		return fieldError("body", fmt.Sprintf("malformed JSON: %v", err))
+		if !raw.IsValid() {
+			return fieldError("body", "a member name is not valid UTF-8 text")
+		}
+		start := len(names)
+		names, _ = jsontext.AppendUnquote(names, raw)
+		name := names[start:]
+		begin := 0
+		for _, end := range ends {
+			if bytes.Equal(name, names[begin:end]) {
+				return fieldError(prefixed(prefix, string(name)), "appears twice in the body; send each member once")
+			}
+			begin = end
+		}
+		ends = append(ends, len(names))
+		value, err := dec.ReadValue()
+		if err != nil {
+			return textError(object, err)
+		}
+		switch {
+		case !utf8.Valid(value):
+			return fieldError(prefixed(prefix, string(name)), "is not valid UTF-8: the bytes would be replaced, and other content reviewed than was sent (send binary content with content_encoding base64)")
+		case known[string(name)] && value.Kind() == '"' && !value.IsValid():
+			return fieldError(prefixed(prefix, string(name)), "holds an unpaired UTF-16 surrogate escape")
+		}
+	}
+	r.names, r.ends = names, ends
+	return nil
+}
+
+// reader is objectFault's decoder and buffers, kept for the next body.
+type reader struct {
+	text  bytes.Reader
+	dec   jsontext.Decoder
+	names []byte
+	ends  []int
+}
+
+var readers = sync.Pool{New: func() any { return new(reader) }}
+
+// memberValue is the value of the member name of the JSON object text
+// object, valid under readBody, or nil.
+func memberValue(object []byte, name string) jsontext.Value {
+	dec := jsontext.NewDecoder(bytes.NewReader(object), readBody)
+	if _, err := dec.ReadToken(); err != nil {
+		return nil
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		found := tok.String() == name
+		value, err := dec.ReadValue()
+		if err != nil || found {
+			return value
+		}
 	}
 	return nil
 }
 
-// member is one name and its raw value, as sent.
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// readObject splits a body into its top-level members, in order, refusing
-// anything but one object of distinct names in valid UTF-8.
-func readObject(body []byte) ([]member, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, fieldError("body", "is empty; a JSON object is required")
+// prefixed is a problem's field for the member name under prefix.
+func prefixed(prefix, name string) string {
+	if f := fieldName(name); f != "body" {
+		return prefix + f
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, malformed(body, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fieldError("body", "must be a JSON object")
-	}
-	var members []member
-	seen := make(map[string]bool)
-	for dec.More() {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, malformed(body, err)
-		}
-		name, _ := tok.(string)
-		if raw := body[start:dec.InputOffset()]; !utf8.Valid(raw) || surrogateError(raw) != "" {
-			return nil, fieldError("body", "a member name is not valid UTF-8 text")
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, malformed(body, err)
-		}
-		if !utf8.Valid(value) {
-			return nil, fieldError(fieldName(name), "is not valid UTF-8: the bytes would be replaced, and other content reviewed than was sent (send binary content with content_encoding base64)")
-		}
-		if seen[name] {
-			return nil, fieldError(fieldName(name), "appears twice in the body; send each member once")
-		}
-		seen[name] = true
-		members = append(members, member{name: name, value: value})
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, malformed(body, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fieldError("body", "unexpected data after the JSON object")
-	}
-	return members, nil
-}
-
-func malformed(body []byte, err error) error {
-	if !utf8.Valid(body) {
-		return fieldError("body", "is not valid UTF-8")
-	}
-	return fieldError("body", fmt.Sprintf("malformed JSON: %v", err))
-}
-
-// fieldName is a member name fit to quote in a problem's field: names of
-// this API are short ASCII; anything else is reported as the body's.
-func fieldName(name string) string {
-	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-		return "body"
-	}
-	return name
-}
-
-// surrogateError says why a raw JSON string literal cannot be decoded
-// faithfully, or returns "": an escaped UTF-16 surrogate that is not half
-// of a pair has no Unicode value.
-func surrogateError(raw []byte) string {
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' || i+1 >= len(raw) {
-			continue
-		}
-		if raw[i+1] != 'u' {
-			i++ // a one-character escape
-			continue
-		}
-		r, ok := hex4(raw, i+2)
-		if !ok {
-			return "holds a malformed \\u escape"
-		}
-		switch {
-		case r >= 0xDC00 && r < 0xE000:
-			return "holds an unpaired UTF-16 surrogate escape"
-		case r >= 0xD800 && r < 0xDC00:
-			if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
-				return "holds an unpaired UTF-16 surrogate escape"
-			}
-			lo, ok := hex4(raw, i+8)
-			if !ok || lo < 0xDC00 || lo >= 0xE000 {
-				return "holds an unpaired UTF-16 surrogate escape"
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return ""
-}
-
-// hex4 parses the four hex digits at raw[at:].
-func hex4(raw []byte, at int) (rune, bool) {
-	if at+4 > len(raw) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range raw[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	return "body"
 }
 
 // bodyType is what decodeJSON needs to know of the struct a body is
 // decoded into.
 type bodyType struct {
 	names map[string]bool // the member names of its fields
-	// plain: every exported field has a json name of its own and no field
-	// is embedded (exported or not), so encoding/json matches a member to
-	// a field by that name alone (up to case, which plainBody rules out).
-	plain bool
 }
 
 var bodyTypes sync.Map // reflect.Type → *bodyType
@@ -227,180 +196,75 @@ func typeOf(v any) *bodyType {
 	if bt, ok := bodyTypes.Load(t); ok {
 		return bt.(*bodyType)
 	}
-	bt := &bodyType{names: make(map[string]bool, t.NumField()), plain: true}
+	bt := &bodyType{names: make(map[string]bool, t.NumField())}
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name != "" && name != "-" {
+		switch {
+		case !f.IsExported() || name == "-":
+		case name == "":
+			bt.names[f.Name] = true
+		default:
 			bt.names[name] = true
-		}
-		if f.Anonymous || f.IsExported() && (name == "" || name == "-") {
-			bt.plain = false // encoding/json matches an embedded struct's fields too
 		}
 	}
 	bodyTypes.Store(t, bt)
 	return bt
 }
 
-// plainBody reports whether encoding/json, decoding body into a struct
-// of type bt as it is, reads what the strict reading would: the text is
-// valid UTF-8 and holds no \u escape (so no surrogate is replaced), the
-// top-level member names hold no escape and appear once each, and every
-// name is a field's own or ASCII that does not match one up to case. Its
-// answer is only trusted for a body encoding/json then accepts; anything
-// else takes the strict reading, which says what is wrong.
-func plainBody(body []byte, bt *bodyType) bool {
-	if !bt.plain || !utf8.Valid(body) || bytes.Contains(body, []byte(`\u`)) {
-		return false
+// textError is the problem of a body that is not JSON text.
+func textError(body []byte, err error) error {
+	if !utf8.Valid(body) {
+		return fieldError("body", "is not valid UTF-8")
 	}
-	var buf [16][]byte
-	names, ok := topNames(body, buf[:0])
-	if !ok {
-		return false
-	}
-	for i, name := range names {
-		for _, before := range names[:i] {
-			if bytes.Equal(name, before) {
-				return false
-			}
-		}
-		if bt.names[string(name)] {
-			continue
-		}
-		for _, c := range name {
-			if c >= utf8.RuneSelf {
-				return false
-			}
-		}
-		for known := range bt.names {
-			if strings.EqualFold(known, string(name)) {
-				return false
-			}
-		}
-	}
-	return true
+	return fieldError("body", fmt.Sprintf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: ")))
 }
 
-// topNames appends the names of the members of the JSON object body to
-// names, reading only as far as needed to find them; ok is false for a
-// body that is not an object of at most cap(names) members with
-// unescaped names. For valid JSON the names are exact; for anything else
-// they are only a guess, which encoding/json then refuses.
-func topNames(body []byte, names [][]byte) ([][]byte, bool) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, false
+// meaningError is the problem of a well-formed body that does not fit the
+// struct it is decoded into.
+func meaningError(err error) error {
+	var se *json.SemanticError
+	if !errors.As(err, &se) || se.JSONPointer == "" {
+		return fieldError("body", fmt.Sprintf("malformed JSON: %v", err))
 	}
-	i = skipSpace(body, i+1)
-	if i < len(body) && body[i] == '}' {
-		return names, skipSpace(body, i+1) == len(body)
+	field := memberPath(se.JSONPointer)
+	if errors.Is(se.Err, json.ErrUnknownName) {
+		return fieldError(field, "is not a member of this body")
 	}
-	for len(names) < cap(names) {
-		if i >= len(body) || body[i] != '"' {
-			return nil, false
+	kind := "value"
+	if t := se.GoType; t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
 		}
-		end := bytes.IndexByte(body[i+1:], '"')
-		if end < 0 {
-			return nil, false
-		}
-		name := body[i+1 : i+1+end]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			return nil, false
-		}
-		names = append(names, name)
-		i = skipSpace(body, i+2+end)
-		if i >= len(body) || body[i] != ':' {
-			return nil, false
-		}
-		var ok bool
-		if i, ok = skipValue(body, skipSpace(body, i+1)); !ok {
-			return nil, false
-		}
-		i = skipSpace(body, i)
+		kind = t.Kind().String()
+	}
+	return fieldError(field, "must be a JSON "+kind)
+}
+
+// memberPath spells a JSON pointer into a request body the way problems
+// name fields: /items/0/review_id is items[0].review_id. The bodies'
+// structs have no member named by digits, so digits are an array index.
+func memberPath(ptr jsontext.Pointer) string {
+	var path strings.Builder
+	for tok := range ptr.Tokens() {
 		switch {
-		case i < len(body) && body[i] == ',':
-			i = skipSpace(body, i+1)
-		case i < len(body) && body[i] == '}':
-			return names, skipSpace(body, i+1) == len(body)
+		case path.Len() > 0 && tok != "" && strings.Trim(tok, "0123456789") == "":
+			path.WriteString("[" + tok + "]")
+		case fieldName(tok) == "body":
+			return "body"
+		case path.Len() > 0:
+			path.WriteString("." + tok)
 		default:
-			return nil, false
+			path.WriteString(tok)
 		}
 	}
-	return nil, false
+	return path.String()
 }
 
-// skipValue returns the index just past the JSON value at body[i:].
-func skipValue(body []byte, i int) (int, bool) {
-	if i >= len(body) {
-		return 0, false
+// fieldName is a member name fit to quote in a problem's field: names of
+// this API are short ASCII; anything else is reported as the body's.
+func fieldName(name string) string {
+	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return "body"
 	}
-	switch body[i] {
-	case '"':
-		return skipString(body, i)
-	case '{', '[':
-		depth := 0
-		for i < len(body) {
-			switch body[i] {
-			case '"':
-				end, ok := skipString(body, i)
-				if !ok {
-					return 0, false
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, true
-				}
-			}
-			i++
-		}
-		return 0, false
-	default: // a number, true, false or null
-		for i < len(body) && body[i] != ',' && body[i] != '}' && skipSpace(body, i) == i {
-			i++
-		}
-		return i, true
-	}
-}
-
-// skipString returns the index just past the JSON string starting at
-// body[i].
-func skipString(body []byte, i int) (int, bool) {
-	for i++; i < len(body); i++ {
-		switch body[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
-func skipSpace(body []byte, i int) int {
-	for i < len(body) && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// refuseUnknown answers a 400 naming the first member of the JSON object
-// body that v has no field for (prefix goes before its name), for bodies
-// where an ignored member would change what a request does.
-func refuseUnknown(body []byte, v any, prefix string) error {
-	members, err := readObject(body)
-	if err != nil {
-		return err
-	}
-	known := typeOf(v).names
-	for _, m := range members {
-		if !known[m.name] {
-			return fieldError(prefix+m.name, "is not a member of this body")
-		}
-	}
-	return nil
+	return name
 }

@@ -109,3 +109,38 @@ func wantDigest(t *testing.T, h *harness, id string, content []byte) {
 		t.Fatalf("review %s: digest %s, want %s (of %q)", id, sub.PayloadDigest, want, content)
 	}
 }
+
+// TestSubmitNestedContentAsSent: what the strict rules do not ask of is
+// read as it always was (docs/api.md): a content object or array is
+// reviewed as sent, byte for byte, whatever names it repeats or surrogate
+// escapes it holds, and an unknown member may hold either too.
+func TestSubmitNestedContentAsSent(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		name, id, members, content string
+	}{
+		// (a) a name twice inside content
+		{"a name twice in a content object", "dup-object", ``, `{"a" : 1, "a":[2, {"b":0,"b":{}}] }`},
+		{"a name twice in a content array", "dup-array", ``, `[{"k":"x","k":"y"}]`},
+		// (b) unpaired surrogate escapes inside content and in unknown members
+		{"a lone surrogate in a content object", "sur-object", ``, `{"a":"\ud800","\udc00":"b"}`},
+		{"a lone surrogate in a content array", "sur-array", ``, `["x\udc00y", "\ud83d"]`},
+		{"a lone surrogate in an unknown member", "sur-unknown", `"extra":"\ud800","more":["\udc00"],"obj":{"n":1,"n":2},`, `"x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"review_id":"` + tc.id + `","content_class":"caption_suggestion",` + tc.members + `"content":` + tc.content + `}`
+			if rec := h.do("POST", "/v1/reviews", submitterToken, body); rec.Code != http.StatusAccepted {
+				t.Fatalf("%s: %d %s", body, rec.Code, rec.Body)
+			}
+			want := []byte(tc.content)
+			if tc.content[0] == '"' {
+				want = want[1 : len(want)-1]
+			}
+			req, err := decodeSubmit([]byte(body))
+			if err != nil || !bytes.Equal(req.Content, want) {
+				t.Fatalf("decodeSubmit: %v, content %q, want %q", err, req.Content, want)
+			}
+			wantDigest(t, h, tc.id, want)
+		})
+	}
+}
