@@ -1,4 +1,4 @@
-package ui
+package uitest
 
 import (
 	"cmp"
@@ -19,17 +19,18 @@ import (
 	"github.com/reviewledger/reviewledger/projections"
 )
 
-// fakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
+// FakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
 // answering with their exact JSON shapes and problem+json errors. It lets
-// the browser tests run before, and independently of, the real server.
-type fakeAPI struct {
+// the browser tests run without the real server; package api's contract
+// test (api/uicontract_test.go) checks it against the real server.
+type FakeAPI struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	tokens   map[string]fakePrincipal
 	reviews  map[string]*fakeReview
 	queue    []string // review IDs in queue order
-	slo      map[string]sloJSON
-	requests []fakeRequest
+	slo      map[string]SLOJSON
+	requests []FakeRequest
 	reqSeq   int
 	// The stream of queue changes (GET /v1/manual-queue/events).
 	changes []fakeChange
@@ -43,7 +44,8 @@ type fakeAPI struct {
 
 type fakePrincipal struct{ role, name string }
 
-type fakeRequest struct {
+// FakeRequest is one request the fake received.
+type FakeRequest struct {
 	Method, Path string
 	Query        url.Values
 	Auth         string
@@ -52,11 +54,11 @@ type fakeRequest struct {
 }
 
 type fakeReview struct {
-	view      reviewJSON
+	view      ReviewJSON
 	item      queueItemJSON
 	approvals int // moderators who must agree
 	votes     []string
-	events    []eventJSON
+	events    []EventJSON
 	// Claims and holds, which the fake keeps out of events (and so out
 	// of the version) but shows in the timeline.
 	coord []timelineEntry
@@ -76,7 +78,9 @@ type rawBody struct {
 }
 
 // The wire shapes of docs/contracts.md §2.
-type reviewJSON struct {
+
+// ReviewJSON is the body of GET /v1/reviews/{id}.
+type ReviewJSON struct {
 	ReviewID     string     `json:"review_id"`
 	State        string     `json:"state"`
 	ContentClass string     `json:"content_class"`
@@ -109,14 +113,16 @@ type queueItemJSON struct {
 	HoldNote    *string    `json:"hold_note"`
 }
 
-type eventJSON struct {
+// EventJSON is one event of GET /v1/reviews/{id}/events.
+type EventJSON struct {
 	Version    uint64         `json:"version"`
 	Type       string         `json:"type"`
 	RecordedAt time.Time      `json:"recorded_at"`
 	Data       map[string]any `json:"data"`
 }
 
-type sloJSON struct {
+// SLOJSON is the body of GET /v1/slo.
+type SLOJSON struct {
 	Total                  int64   `json:"total"`
 	CompletedWithinBudget  int64   `json:"completed_within_budget"`
 	WithinBudgetRatio      float64 `json:"within_budget_ratio"`
@@ -144,38 +150,45 @@ type problemJSON struct {
 
 const claimLease = 10 * time.Minute
 
-func newFakeAPI(now func() time.Time) *fakeAPI {
-	return &fakeAPI{
+// NewFakeAPI returns a fake with no tokens, reviews or figures, reading
+// the time from now.
+func NewFakeAPI(now func() time.Time) *FakeAPI {
+	return &FakeAPI{
 		now:     now,
 		tokens:  map[string]fakePrincipal{},
 		reviews: map[string]*fakeReview{},
-		slo:     map[string]sloJSON{},
+		slo:     map[string]SLOJSON{},
 		changed: make(chan struct{}),
 	}
 }
 
-func (f *fakeAPI) addToken(token, role, name string) {
+// AddToken lets token sign in as name with role.
+func (f *FakeAPI) AddToken(token, role, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tokens[token] = fakePrincipal{role: role, name: name}
 }
 
-func (f *fakeAPI) revoke(token string) {
+// Revoke makes token unknown, as a token removed from the server's
+// configuration is.
+func (f *FakeAPI) Revoke(token string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.tokens, token)
 }
 
-func (f *fakeAPI) setSLO(window string, s sloJSON) {
+// SetSLO sets what GET /v1/slo answers for window (as "1h"); a window
+// never set answers 400.
+func (f *FakeAPI) SetSLO(window string, s SLOJSON) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slo[window] = s
 }
 
-// setProviders sets the figures GET /v1/slo/providers answers with (and
+// SetProviders sets the figures GET /v1/slo/providers answers with (and
 // its series follows), sorted by provider and class as the real server
 // sorts them.
-func (f *fakeAPI) setProviders(ps []projections.ProviderSLO) {
+func (f *FakeAPI) SetProviders(ps []projections.ProviderSLO) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.providers = slices.Clone(ps)
@@ -184,17 +197,17 @@ func (f *fakeAPI) setProviders(ps []projections.ProviderSLO) {
 	})
 }
 
-// setProvidersDown makes both provider routes answer 503 not-ready, as
+// SetProvidersDown makes both provider routes answer 503 not-ready, as
 // the real server does without read models.
-func (f *fakeAPI) setProvidersDown(down bool) {
+func (f *FakeAPI) SetProvidersDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.providersDown = down
 }
 
-// escalate adds a review in manual_review to the queue, escalated age ago
+// Escalate adds a review in manual_review to the queue, escalated age ago
 // after the given number of attempts.
-func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
+func (f *FakeAPI) Escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now().UTC()
@@ -208,7 +221,7 @@ func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Dura
 		r.record(at.Add(4*time.Second), "AttemptTimedOut", map[string]any{"review_id": id, "attempt": i, "classification": "deadline_exceeded", "elapsed_ms": 4000})
 	}
 	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts})
-	r.view = reviewJSON{
+	r.view = ReviewJSON{
 		ReviewID: id, State: "manual_review", ContentClass: class, Attempts: attempts,
 		Version: uint64(len(r.events) - 1), SubmittedAt: submitted, Deadline: submitted.Add(30 * time.Second),
 		Reasons: reasons,
@@ -221,7 +234,8 @@ func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Dura
 	f.emit("added", id, "system", map[string]any{"item": f.itemNow(r, now)})
 }
 
-func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
+// ClaimAs makes moderator hold the claim on id until then.
+func (f *FakeAPI) ClaimAs(id, moderator string, until time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
@@ -230,9 +244,9 @@ func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
 	f.emit("claimed", id, moderator, map[string]any{"claimed_by": moderator, "claim_expires_at": until})
 }
 
-// vote records another moderator's approval on id, moving its version: a
+// Vote records another moderator's approval on id, moving its version: a
 // page that read the review before now holds a stale version.
-func (f *fakeAPI) vote(id, moderator string) {
+func (f *FakeAPI) Vote(id, moderator string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
@@ -243,39 +257,48 @@ func (f *fakeAPI) vote(id, moderator string) {
 	f.emit("approved", id, moderator, map[string]any{"moderator": moderator, "state": "accepted"})
 }
 
-// setContent replaces what was submitted for id.
-func (f *fakeAPI) setContent(id, contentType string, content []byte) {
+// SetContent replaces what was submitted for id.
+func (f *FakeAPI) SetContent(id, contentType string, content []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
 	r.contentType, r.content, r.purged = contentType, content, false
 }
 
-// purge drops id's content, as retention does.
-func (f *fakeAPI) purge(id string) {
+// Purge drops id's content, as retention does.
+func (f *FakeAPI) Purge(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].purged = true
 }
 
-func (f *fakeAPI) review(id string) reviewJSON {
+// Review returns id's review as GET /v1/reviews/{id} answers it.
+func (f *FakeAPI) Review(id string) ReviewJSON {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reviews[id].view
 }
 
-func (f *fakeAPI) lastEvent(id string) eventJSON {
+// LastEvent returns the last event of id's stream.
+func (f *FakeAPI) LastEvent(id string) EventJSON {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ev := f.reviews[id].events
 	return ev[len(ev)-1]
 }
 
-// requestsTo returns the requests received for a method and path.
-func (f *fakeAPI) requestsTo(method, path string) []fakeRequest {
+// Requests returns every request received, in order.
+func (f *FakeAPI) Requests() []FakeRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []fakeRequest
+	return slices.Clone(f.requests)
+}
+
+// RequestsTo returns the requests received for a method and path.
+func (f *FakeAPI) RequestsTo(method, path string) []FakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []FakeRequest
 	for _, r := range f.requests {
 		if r.Method == method && r.Path == path {
 			out = append(out, r)
@@ -285,15 +308,13 @@ func (f *fakeAPI) requestsTo(method, path string) []fakeRequest {
 }
 
 func (r *fakeReview) record(at time.Time, typ string, data map[string]any) {
-	r.events = append(r.events, eventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
+	r.events = append(r.events, EventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
 }
 
-// handler serves the fake routes beside ui.Handler, as the real server does.
-func (f *fakeAPI) handler() http.Handler {
+// Handler serves the fake's API routes (and nothing else: package ui's
+// tests mount ui.Handler beside it, as the real server does).
+func (f *FakeAPI) Handler() http.Handler {
 	mux := http.NewServeMux()
-	ui := Handler()
-	mux.Handle("GET /{$}", ui)
-	mux.Handle("GET /ui/", ui)
 	mux.HandleFunc("GET /v1/manual-queue", f.route([]string{"moderator"}, f.manualQueue))
 	mux.HandleFunc("POST /v1/manual-queue/{id}/claim", f.route([]string{"moderator"}, f.claim))
 	mux.HandleFunc("GET /v1/reviews/{id}", f.route([]string{"submitter", "moderator", "auditor"}, f.getReview))
@@ -314,7 +335,7 @@ type fakeHandler func(w http.ResponseWriter, r *http.Request, who fakePrincipal,
 
 // route logs the request, checks the bearer token and role, and writes the
 // handler's answer as JSON (a problemJSON as problem+json).
-func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
+func (f *FakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Body != nil {
@@ -323,7 +344,7 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 		f.mu.Lock()
 		f.reqSeq++
 		reqID := fmt.Sprintf("req-%04d", f.reqSeq)
-		f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), Body: string(body)})
+		f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), Body: string(body)})
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		who, known := f.tokens[token]
 		f.mu.Unlock()
@@ -364,7 +385,7 @@ func problem(status int, kind, title, detail, field string) (int, any) {
 	return status, problemJSON{Type: "urn:reviewledger:problem:" + kind, Title: title, Status: status, Detail: detail, Field: field}
 }
 
-func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	class := r.URL.Query().Get("content_class")
 	reason := r.URL.Query().Get("reason")
 	held := r.URL.Query().Get("held")
@@ -418,7 +439,7 @@ func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 
 // itemNow is a queue item as read at now: its age, its claim unless it
 // ran out, whether its SLA is breached.
-func (f *fakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
+func (f *FakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
 	it := r.item
 	it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
 	if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
@@ -428,7 +449,7 @@ func (f *fakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
 	return it
 }
 
-func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	id := r.PathValue("id")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -453,7 +474,7 @@ func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipa
 	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -463,7 +484,7 @@ func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 	return http.StatusOK, rv.view
 }
 
-func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -475,7 +496,7 @@ func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal
 
 // contentOf is GET /v1/reviews/{id}/content, the extension of docs/contracts.md §2
 // that shows moderators what they decide on, with the real route's headers.
-func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -499,7 +520,7 @@ func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 	return http.StatusOK, rawBody{header: h, body: slices.Clone(rv.content)}
 }
 
-func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in struct {
 		State           string  `json:"state"`
 		Note            string  `json:"note"`
@@ -550,7 +571,7 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	return http.StatusOK, rv.view
 }
 
-func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	window := r.URL.Query().Get("window")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -563,7 +584,7 @@ func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrinc
 
 // sloSeries is GET /v1/slo/series: twelve steps over the window, the
 // within-budget ratio dipping in the middle, in the real body's shape.
-func (f *fakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	window, err := time.ParseDuration(r.URL.Query().Get("window"))
 	if err != nil {
 		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
@@ -594,7 +615,7 @@ func (f *fakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 }
 
 // sloAttempts is GET /v1/slo/attempts: one class's distribution.
-func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	b := func(from, to float64, findings, timeouts, failures int64) projections.AttemptBucket {
 		return projections.AttemptBucket{FromMS: from, ToMS: &to, Findings: findings, Timeouts: timeouts, Failures: failures}
 	}
@@ -609,7 +630,7 @@ func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrin
 // routes and the figures they select; status is not 0 when it refuses
 // what the real server refuses, with the problem to answer. It runs with
 // f.mu held.
-func (f *fakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []projections.ProviderSLO, status int, prob any) {
+func (f *FakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []projections.ProviderSLO, status int, prob any) {
 	q := r.URL.Query()
 	window, err := time.ParseDuration(q.Get("window"))
 	if err != nil || window < time.Minute {
@@ -637,7 +658,7 @@ func (f *fakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []pro
 
 // sloProviders is GET /v1/slo/providers: the figures set with
 // setProviders, of the class and provider asked for.
-func (f *fakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	window, ps, status, prob := f.providerQuery(r)
@@ -656,7 +677,7 @@ func (f *fakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePri
 // steps and none in one step (a gap); a shadow four observations a step,
 // none in step 9 and none compared in step 10 (gaps), one disagreement in
 // step 5.
-func (f *fakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	window, ps, status, prob := f.providerQuery(r)
@@ -715,6 +736,6 @@ func (f *fakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fa
 }
 
 // me is GET /v1/me, the extension of docs/contracts.md §2 the page signs in with.
-func (f *fakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	return http.StatusOK, map[string]string{"name": who.name, "role": who.role}
 }

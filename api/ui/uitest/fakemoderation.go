@@ -1,4 +1,4 @@
-package ui
+package uitest
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ type streamControl struct {
 type timelineEntry map[string]any
 
 // emit appends a change to the stream; f.mu is held.
-func (f *fakeAPI) emit(typ, id, actor string, data map[string]any) {
+func (f *FakeAPI) emit(typ, id, actor string, data map[string]any) {
 	d := map[string]any{"type": typ, "review_id": id, "at": f.now().UTC(), "actor": actor}
 	if r, ok := f.reviews[id]; ok {
 		d["version"] = r.view.Version
@@ -56,22 +56,22 @@ func (r *fakeReview) coordinate(at time.Time, kind, actor string, data map[strin
 	r.coord = append(r.coord, e)
 }
 
-// setDue gives id a due time, as a class's manual_sla does.
-func (f *fakeAPI) setDue(id string, due time.Time) {
+// SetDue gives id a due time, as a class's manual_sla does.
+func (f *FakeAPI) SetDue(id string, due time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].item.DueAt = &due
 }
 
-// requireClaims makes id's class one with `claims: required`.
-func (f *fakeAPI) requireClaims(id string) {
+// RequireClaims makes id's class one with `claims: required`.
+func (f *FakeAPI) RequireClaims(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].item.Claims = "required"
 }
 
-// refuseStreams ends every open stream and, while on, answers new ones 503.
-func (f *fakeAPI) refuseStreams(on bool) {
+// RefuseStreams ends every open stream and, while on, answers new ones 503.
+func (f *FakeAPI) RefuseStreams(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.streams.refuse = on
@@ -81,20 +81,22 @@ func (f *fakeAPI) refuseStreams(on bool) {
 	}
 }
 
-func (f *fakeAPI) streamCounts() (opened, refused int) {
+// StreamCounts returns how many streams of queue changes were answered 200
+// and how many 503.
+func (f *FakeAPI) StreamCounts() (opened, refused int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.streams.opened, f.streams.refused
 }
 
-// inQueue reports whether id is waiting in the manual queue.
-func (f *fakeAPI) inQueue(id string) bool {
+// InQueue reports whether id is waiting in the manual queue.
+func (f *FakeAPI) InQueue(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Contains(f.queue, id)
 }
 
-func (f *fakeAPI) moderationRoutes(mux *http.ServeMux) {
+func (f *FakeAPI) moderationRoutes(mux *http.ServeMux) {
 	mod := []string{"moderator"}
 	mux.HandleFunc("DELETE /v1/manual-queue/{id}/claim", f.route(mod, f.release))
 	mux.HandleFunc("POST /v1/manual-queue/{id}/requeue", f.route(mod, f.requeue))
@@ -108,7 +110,7 @@ func (f *fakeAPI) moderationRoutes(mux *http.ServeMux) {
 
 // claimRefusal is the 409 of a class with `claims: required` for a caller
 // without the live claim; f.mu is held.
-func (f *fakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time) (int, any, bool) {
+func (f *FakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time) (int, any, bool) {
 	if rv.item.Claims != "required" {
 		return 0, nil, false
 	}
@@ -126,7 +128,7 @@ func (f *fakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time)
 }
 
 // queued finds a review waiting in the queue, or the problem to answer.
-func (f *fakeAPI) queued(id string) (*fakeReview, int, any) {
+func (f *FakeAPI) queued(id string) (*fakeReview, int, any) {
 	rv, ok := f.reviews[id]
 	switch {
 	case !ok:
@@ -139,7 +141,7 @@ func (f *fakeAPI) queued(id string) (*fakeReview, int, any) {
 	return rv, 0, nil
 }
 
-func (f *fakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := r.PathValue("id")
@@ -157,7 +159,7 @@ func (f *fakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrinci
 	return http.StatusOK, map[string]any{"review_id": id, "released_by": who.name, "claimed_by": who.name, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
+func (f *FakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
 	now := f.now().UTC()
 	it := &rv.item
 	switch {
@@ -178,7 +180,7 @@ type requeueBody struct {
 	Note            string  `json:"note"`
 }
 
-func (f *fakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in requeueBody
 	if err := json.Unmarshal(body, &in); err != nil {
 		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
@@ -204,7 +206,7 @@ func (f *fakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrinci
 
 // requeueLocked sends a queued review back to the provider: pending, out
 // of the queue, a new round.
-func (f *fakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint64, note string) string {
+func (f *FakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint64, note string) string {
 	now := f.now().UTC()
 	it := &rv.item
 	if rv.raceRequeue {
@@ -231,7 +233,7 @@ func (f *fakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint6
 	return "requeued"
 }
 
-func (f *fakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in struct {
 		Note string `json:"note"`
 	}
@@ -259,7 +261,7 @@ func (f *fakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal
 	return http.StatusOK, map[string]any{"review_id": id, "held": true, "held_by": by, "held_at": now, "hold_note": note, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := r.PathValue("id")
@@ -296,7 +298,7 @@ type bulkBody struct {
 // bulk answers POST /v1/manual-queue/bulk/{requeue,release}: a selection
 // by filter (paged in review ID order) or by items, a dry run's total, or
 // each item's outcome.
-func (f *fakeAPI) bulk(action string) fakeHandler {
+func (f *FakeAPI) bulk(action string) fakeHandler {
 	return func(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, body []byte) (int, any) {
 		var in bulkBody
 		if err := json.Unmarshal(body, &in); err != nil {
@@ -374,7 +376,7 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 
 // timeline is GET /v1/reviews/{id}/timeline, built from the fake's events
 // and its claims and holds.
-func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -419,10 +421,10 @@ func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 
 // stream is GET /v1/manual-queue/events: the changes after Last-Event-ID,
 // "ready", then each change as it is made, with a heartbeat comment.
-func (f *fakeAPI) stream(w http.ResponseWriter, r *http.Request) {
+func (f *FakeAPI) stream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqSeq++
-	f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), LastEventID: r.Header.Get("Last-Event-ID")})
+	f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), LastEventID: r.Header.Get("Last-Event-ID")})
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	who, known := f.tokens[token]
 	refuse := f.streams.refuse
@@ -503,9 +505,9 @@ func (f *fakeAPI) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// escalateAgain ends a requeued review's new round without a finding:
+// EscalateAgain ends a requeued review's new round without a finding:
 // its attempts fail as classification says and it returns to the queue.
-func (f *fakeAPI) escalateAgain(id, reason, classification string, attempts int) {
+func (f *FakeAPI) EscalateAgain(id, reason, classification string, attempts int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv := f.reviews[id]
@@ -527,18 +529,18 @@ func (f *fakeAPI) escalateAgain(id, reason, classification string, attempts int)
 	f.emit("added", id, "system", map[string]any{"item": f.itemNow(rv, now)})
 }
 
-// requeueAs sends id back to automated review as moderator would.
-func (f *fakeAPI) requeueAs(id, moderator, note string) {
+// RequeueAs sends id back to automated review as moderator would.
+func (f *FakeAPI) RequeueAs(id, moderator, note string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv := f.reviews[id]
 	f.requeueLocked(rv, fakePrincipal{role: "moderator", name: moderator}, rv.view.Version, note)
 }
 
-// raceNextRequeue makes another moderator's vote land on id just before
+// RaceNextRequeue makes another moderator's vote land on id just before
 // the next requeue of it is applied, as a concurrent append would: that
 // requeue, sent with the version the page saw, conflicts.
-func (f *fakeAPI) raceNextRequeue(id string) {
+func (f *FakeAPI) RaceNextRequeue(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].raceRequeue = true
