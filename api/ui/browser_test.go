@@ -35,7 +35,7 @@ func newFakeSLO(total, within, escalated, conflicts int64, p50, p90, p99 float64
 		s.WithinBudgetRatio = float64(within) / float64(total)
 	}
 	s.LatencyMS.P50, s.LatencyMS.P90, s.LatencyMS.P99 = p50, p90, p99
-	s.ManualQueue.Depth, s.ManualQueue.OldestAgeSeconds = depth, oldest
+	s.ManualQueue.Depth, s.ManualQueue.OldestAgeSeconds = depth, float64(oldest)
 	return s
 }
 

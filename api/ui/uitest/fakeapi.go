@@ -1,16 +1,19 @@
 package uitest
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +43,9 @@ type FakeAPI struct {
 	// class, and whether the routes answer 503 as without read models.
 	providers     []projections.ProviderSLO
 	providersDown bool
+	// The policy's classes: a content_class not among them answers 422
+	// (any class is taken while it is empty).
+	classes []string
 }
 
 type fakePrincipal struct{ role, name string }
@@ -101,6 +107,11 @@ type queueItemJSON struct {
 	AgeSeconds     int64      `json:"age_seconds"`
 	ClaimedBy      *string    `json:"claimed_by"`
 	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
+	Priority       int        `json:"priority"`
+	// Four-eyes: the approvals the class needs and the moderators who
+	// gave one.
+	RequiredApprovals int      `json:"required_approvals"`
+	Approvers         []string `json:"approvers"`
 	// Extensions of the moderation-team routes (docs/api.md).
 	Version     uint64     `json:"version"`
 	Round       int        `json:"round"`
@@ -119,25 +130,13 @@ type EventJSON struct {
 	Type       string         `json:"type"`
 	RecordedAt time.Time      `json:"recorded_at"`
 	Data       map[string]any `json:"data"`
+	// Policy is the class's policy, on a Submitted.
+	Policy map[string]any `json:"policy,omitempty"`
 }
 
-// SLOJSON is the body of GET /v1/slo.
-type SLOJSON struct {
-	Total                  int64   `json:"total"`
-	CompletedWithinBudget  int64   `json:"completed_within_budget"`
-	WithinBudgetRatio      float64 `json:"within_budget_ratio"`
-	Escalated              int64   `json:"escalated"`
-	ConflictingCompletions int64   `json:"conflicting_completions"`
-	LatencyMS              struct {
-		P50 float64 `json:"p50"`
-		P90 float64 `json:"p90"`
-		P99 float64 `json:"p99"`
-	} `json:"latency_ms"`
-	ManualQueue struct {
-		Depth            int64 `json:"depth"`
-		OldestAgeSeconds int64 `json:"oldest_age_seconds"`
-	} `json:"manual_queue"`
-}
+// SLOJSON is the body of GET /v1/slo. The fake fills in from, to and
+// content_class as the request asks.
+type SLOJSON = projections.SLOSummary
 
 type problemJSON struct {
 	Type      string `json:"type"`
@@ -185,6 +184,26 @@ func (f *FakeAPI) SetSLO(window string, s SLOJSON) {
 	f.slo[window] = s
 }
 
+// SetClasses names the policy's content classes: a content_class query
+// naming another answers 422 unknown-class, as the real server's does
+// with Config.Classes set. Without it, any class is taken.
+func (f *FakeAPI) SetClasses(names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.classes = slices.Clone(names)
+}
+
+// classProblem is the 422 of a content_class query the policy does not
+// name, or 0 and nil; f.mu is held.
+func (f *FakeAPI) classProblem(r *http.Request) (int, any) {
+	class := r.URL.Query().Get("content_class")
+	if class == "" || len(f.classes) == 0 || slices.Contains(f.classes, class) {
+		return 0, nil
+	}
+	return problem(http.StatusUnprocessableEntity, "unknown-class", "Unknown content class",
+		fmt.Sprintf("content class %q is not in the policy (%s)", class, strings.Join(f.classes, ", ")), "content_class")
+}
+
 // SetProviders sets the figures GET /v1/slo/providers answers with (and
 // its series follows), sorted by provider and class as the real server
 // sorts them.
@@ -214,21 +233,31 @@ func (f *FakeAPI) Escalate(id, class, reason string, attempts int, age time.Dura
 	escalatedAt := now.Add(-age)
 	submitted := escalatedAt.Add(-20 * time.Second)
 	r := &fakeReview{approvals: approvals}
-	r.record(submitted, "Submitted", map[string]any{"review_id": id, "content_class": class, "payload_digest": "sha256:0f1e", "deadline": submitted.Add(30 * time.Second)})
+	content := []byte("content of " + id)
+	sum := sha256.Sum256(content)
+	r.record(submitted, "Submitted", map[string]any{"review_id": id, "content_class": class, "content_type": "text/plain; charset=utf-8",
+		"payload_digest": "sha256:" + hex.EncodeToString(sum[:]), "payload_bytes": len(content), "policy_digest": "sha256:0f1e",
+		"submitted_at": submitted, "deadline": submitted.Add(30 * time.Second), "submitted_by": "app"})
+	r.events[0].Policy = map[string]any{"budget_ms": 30000, "attempt_timeout_ms": 10000, "max_attempts": 3, "backoff_initial_ms": 100,
+		"backoff_max_ms": 2000, "backoff_jitter_ms": 75, "on_exhaustion": "manual_review", "human_gate": reason == "human_gate",
+		"priority": 1, "approvals": approvals}
 	for i := 1; i <= attempts; i++ {
 		at := submitted.Add(time.Duration(i) * 5 * time.Second)
 		r.record(at, "AttemptStarted", map[string]any{"review_id": id, "attempt": i, "attempt_timeout_ms": 10000, "remaining_budget_ms": 30000 - i*5000})
 		r.record(at.Add(4*time.Second), "AttemptTimedOut", map[string]any{"review_id": id, "attempt": i, "classification": "deadline_exceeded", "elapsed_ms": 4000})
 	}
-	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts})
+	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts, "at": escalatedAt})
+	if reasons == nil {
+		reasons = []string{}
+	}
 	r.view = ReviewJSON{
 		ReviewID: id, State: "manual_review", ContentClass: class, Attempts: attempts,
 		Version: uint64(len(r.events) - 1), SubmittedAt: submitted, Deadline: submitted.Add(30 * time.Second),
 		Reasons: reasons,
 	}
 	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt,
-		Version: r.view.Version, Round: 1, Claims: "optional"}
-	r.contentType, r.content = "text/plain; charset=utf-8", []byte("content of "+id)
+		Priority: 1, RequiredApprovals: max(approvals, 1), Version: r.view.Version, Round: 1, Claims: "optional"}
+	r.contentType, r.content = "text/plain; charset=utf-8", content
 	f.reviews[id] = r
 	f.queue = append(f.queue, id)
 	f.emit("added", id, "system", map[string]any{"item": f.itemNow(r, now)})
@@ -357,6 +386,9 @@ func (f *FakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 			status, out = problem(http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token", "", "")
 		case who.role != "admin" && !slices.Contains(roles, who.role):
 			status, out = problem(http.StatusForbidden, "forbidden", "Role not allowed", "the "+who.role+" role cannot call "+r.Method+" "+r.URL.Path, "")
+		case r.Pattern != "" && strings.Contains(r.Pattern, "{id}") && domain.ValidateReviewID(r.PathValue("id")) != nil:
+			err := domain.ValidateReviewID(r.PathValue("id"))
+			status, out = problem(http.StatusBadRequest, "invalid-review-id", "Invalid review ID", err.Error(), "review_id")
 		default:
 			status, out = h(w, r, who, body)
 		}
@@ -381,12 +413,39 @@ func (f *FakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 	}
 }
 
+// decodeBody reads a JSON object body into v as the real server does:
+// 400 invalid-request naming "body" when it is empty or not a JSON object,
+// naming the member whose value has the wrong type. ok is false with the
+// problem to answer.
+func decodeBody(body []byte, v any) (status int, prob any, ok bool) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", "body: is empty; a JSON object is required", "body")
+		return status, prob, false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		field, detail := "body", "body: malformed JSON: "+err.Error()
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			field, detail = te.Field, te.Field+": must be a JSON "+te.Type.Kind().String()
+		}
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", detail, field)
+		return status, prob, false
+	}
+	return 0, nil, true
+}
+
 func problem(status int, kind, title, detail, field string) (int, any) {
 	return status, problemJSON{Type: "urn:reviewledger:problem:" + kind, Title: title, Status: status, Detail: detail, Field: field}
 }
 
 func (f *FakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	class := r.URL.Query().Get("content_class")
+	f.mu.Lock()
+	status, prob := f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	reason := r.URL.Query().Get("reason")
 	held := r.URL.Query().Get("held")
 	if held != "" && held != "true" && held != "false" && held != "any" {
@@ -401,6 +460,9 @@ func (f *FakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 		if _, err := fmt.Sscan(q, &limit); err != nil || limit < 1 || limit > 1000 {
 			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "limit must be an integer from 1 to 1000", "limit")
 		}
+	}
+	if len(reason) > 64 {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "reason: longer than 64 characters", "reason")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -446,6 +508,7 @@ func (f *FakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
 		it.ClaimedBy, it.ClaimExpiresAt = nil, nil
 	}
 	it.SLABreached = it.DueAt != nil && !it.DueAt.After(now)
+	it.Approvers = append([]string{}, r.votes...)
 	return it
 }
 
@@ -471,7 +534,7 @@ func (f *FakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipa
 	it.ClaimedBy, it.ClaimExpiresAt = &name, &until
 	rv.coordinate(now, "claimed", name, map[string]any{"expires_at": until})
 	f.emit("claimed", id, name, map[string]any{"claimed_by": name, "claim_expires_at": until})
-	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until, "version": rv.view.Version}
+	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claimed_at": now, "claim_expires_at": until, "version": rv.view.Version}
 }
 
 func (f *FakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
@@ -526,8 +589,8 @@ func (f *FakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 		Note            string  `json:"note"`
 		ExpectedVersion *uint64 `json:"expected_version"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	switch {
 	case in.ExpectedVersion == nil:
@@ -571,27 +634,110 @@ func (f *FakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	return http.StatusOK, rv.view
 }
 
+// The SLO routes' windows and steps, as the real server reads them.
+const (
+	defaultSLOWindow    = time.Hour      // GET /v1/slo, /v1/slo/providers
+	defaultSeriesWindow = 24 * time.Hour // the series and GET /v1/slo/attempts
+	maxSLOWindow        = 366 * 24 * time.Hour
+	maxSeriesPoints     = 1440
+)
+
+// parseWindow reads the window query as the real server does: a Go
+// duration or whole days ("7d"), positive and at most 366 days, def
+// without one.
+func parseWindow(q string, def time.Duration) (time.Duration, int, any) {
+	if q == "" {
+		return def, 0, nil
+	}
+	status, bad := problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+		fmt.Sprintf("window: must be a positive duration up to 366d such as 1h or 7d, got %q", q), "window")
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 366 {
+			return 0, status, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, 0, nil
+	}
+	d, err := time.ParseDuration(q)
+	if err != nil || d <= 0 || d > maxSLOWindow {
+		return 0, status, bad
+	}
+	return d, 0, nil
+}
+
+// parseStep reads the step query of the series as the real server does:
+// whole minutes or whole days, at most maxSeriesPoints steps over window;
+// def without one.
+func parseStep(q string, window, def time.Duration, now time.Time) (time.Duration, int, any) {
+	if q == "" {
+		return def, 0, nil
+	}
+	status, bad := problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+		fmt.Sprintf("step: must be a whole number of minutes such as 5m, 1h or 1d, got %q", q), "step")
+	var d time.Duration
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 366 {
+			return 0, status, bad
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(q); err != nil || d < time.Minute || d%time.Minute != 0 {
+			return 0, status, bad
+		}
+	}
+	from := now.Add(-window).UTC().Truncate(d)
+	if n := int(now.Sub(from)/d) + 1; n > maxSeriesPoints {
+		status, bad = problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+			fmt.Sprintf("step: %s over %s makes %d points, more than %d: choose a longer step", d, window, n, maxSeriesPoints), "step")
+		return 0, status, bad
+	}
+	return d, 0, nil
+}
+
+// sloSummary is GET /v1/slo: the figures set with SetSLO for the window
+// asked for (as given, "" without one); a window never set answers 400.
 func (f *FakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
-	window := r.URL.Query().Get("window")
+	q := r.URL.Query()
+	window, status, prob := parseWindow(q.Get("window"), defaultSLOWindow)
+	if status != 0 {
+		return status, prob
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.slo[window]
-	if !ok {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+window, "window")
+	if status, prob := f.classProblem(r); status != 0 {
+		return status, prob
 	}
+	s, ok := f.slo[q.Get("window")]
+	if !ok {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+q.Get("window"), "window")
+	}
+	now := f.now().UTC()
+	s.ContentClass, s.From, s.To = q.Get("content_class"), now.Add(-window).Truncate(time.Minute), now
 	return http.StatusOK, s
 }
 
 // sloSeries is GET /v1/slo/series: twelve steps over the window, the
 // within-budget ratio dipping in the middle, in the real body's shape.
 func (f *FakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
-	window, err := time.ParseDuration(r.URL.Query().Get("window"))
-	if err != nil {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
+	q := r.URL.Query()
+	window, status, prob := parseWindow(q.Get("window"), defaultSeriesWindow)
+	if status != 0 {
+		return status, prob
 	}
-	step := window / 12
+	step, status, prob := parseStep(q.Get("step"), window, window/12, f.now())
+	if status != 0 {
+		return status, prob
+	}
+	f.mu.Lock()
+	status, prob = f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	from := f.now().Add(-window).UTC().Truncate(step)
-	out := projections.Series{From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Objective: 0.99}
+	out := projections.Series{ContentClass: q.Get("content_class"), From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Objective: 0.99}
 	remaining := 1.0
 	for i := range 13 {
 		ratio := 0.995
@@ -615,11 +761,22 @@ func (f *FakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 }
 
 // sloAttempts is GET /v1/slo/attempts: one class's distribution.
-func (f *FakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloAttempts(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	window, status, prob := parseWindow(r.URL.Query().Get("window"), defaultSeriesWindow)
+	if status != 0 {
+		return status, prob
+	}
+	f.mu.Lock()
+	status, prob = f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	b := func(from, to float64, findings, timeouts, failures int64) projections.AttemptBucket {
 		return projections.AttemptBucket{FromMS: from, ToMS: &to, Findings: findings, Timeouts: timeouts, Failures: failures}
 	}
-	return http.StatusOK, map[string]any{"from": f.now().Add(-time.Hour), "to": f.now(), "classes": []projections.ServiceTimes{{
+	now := f.now().UTC()
+	return http.StatusOK, map[string]any{"from": now.Add(-window).Truncate(time.Minute), "to": now, "classes": []projections.ServiceTimes{{
 		ContentClass: "caption_suggestion", Attempts: 63, Findings: 55, Timeouts: 5, Failures: 3, TimeoutRate: 5.0 / 63,
 		FindingMS: projections.Percentiles{P50: 420, P90: 1900, P99: 3800}, AttemptMS: projections.Percentiles{P50: 450, P90: 2500, P99: 10000},
 		Buckets: []projections.AttemptBucket{b(256, 304.4, 10, 0, 1), b(362, 430.5, 30, 0, 2), b(1722, 2048, 15, 0, 0), b(9741, 11585, 0, 5, 0)},
@@ -630,21 +787,31 @@ func (f *FakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrin
 // routes and the figures they select; status is not 0 when it refuses
 // what the real server refuses, with the problem to answer. It runs with
 // f.mu held.
-func (f *FakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []projections.ProviderSLO, status int, prob any) {
+func (f *FakeAPI) providerQuery(r *http.Request, series bool) (window, step time.Duration, ps []projections.ProviderSLO, status int, prob any) {
 	q := r.URL.Query()
-	window, err := time.ParseDuration(q.Get("window"))
-	if err != nil || window < time.Minute {
-		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
-		return 0, nil, status, prob
+	def := defaultSLOWindow
+	if series {
+		def = defaultSeriesWindow
+	}
+	if window, status, prob = parseWindow(q.Get("window"), def); status != 0 {
+		return 0, 0, nil, status, prob
+	}
+	if series {
+		if step, status, prob = parseStep(q.Get("step"), window, window/12, f.now()); status != 0 {
+			return 0, 0, nil, status, prob
+		}
+	}
+	if status, prob = f.classProblem(r); status != 0 {
+		return 0, 0, nil, status, prob
 	}
 	provider := q.Get("provider")
 	if provider != "" && !domain.ValidProviderName(provider) {
 		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", fmt.Sprintf("must be a provider name, got %q", provider), "provider")
-		return 0, nil, status, prob
+		return 0, 0, nil, status, prob
 	}
 	if f.providersDown {
 		status, prob = problem(http.StatusServiceUnavailable, "not-ready", "Not ready", "slo providers: no read models configured", "")
-		return 0, nil, status, prob
+		return 0, 0, nil, status, prob
 	}
 	class := q.Get("content_class")
 	ps = []projections.ProviderSLO{}
@@ -653,7 +820,7 @@ func (f *FakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []pro
 			ps = append(ps, p)
 		}
 	}
-	return window, ps, 0, nil
+	return window, step, ps, 0, nil
 }
 
 // sloProviders is GET /v1/slo/providers: the figures set with
@@ -661,7 +828,7 @@ func (f *FakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []pro
 func (f *FakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	window, ps, status, prob := f.providerQuery(r)
+	window, _, ps, status, prob := f.providerQuery(r, false)
 	if status != 0 {
 		return status, prob
 	}
@@ -680,17 +847,9 @@ func (f *FakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePri
 func (f *FakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	window, ps, status, prob := f.providerQuery(r)
+	window, step, ps, status, prob := f.providerQuery(r, true)
 	if status != 0 {
 		return status, prob
-	}
-	step := window / 12
-	if s := r.URL.Query().Get("step"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < time.Minute || d%time.Minute != 0 {
-			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad step", "step")
-		}
-		step = d
 	}
 	from := f.now().Add(-window).UTC().Truncate(step)
 	q := r.URL.Query()

@@ -48,8 +48,11 @@ func (f *FakeAPI) emit(typ, id, actor string, data map[string]any) {
 	f.changed = make(chan struct{})
 }
 
+// coordinate notes a claim, a release or a hold for the timeline, at the
+// review's version (the fake keeps them out of the version, where the
+// real server appends them as events).
 func (r *fakeReview) coordinate(at time.Time, kind, actor string, data map[string]any) {
-	e := timelineEntry{"at": at, "kind": kind, "actor": actor, "round": r.item.Round}
+	e := timelineEntry{"version": r.view.Version, "at": at, "kind": kind, "actor": actor, "round": r.item.Round}
 	for k, v := range data {
 		e[k] = v
 	}
@@ -170,7 +173,7 @@ func (f *FakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
 	}
 	holder := *it.ClaimedBy
 	it.ClaimedBy, it.ClaimExpiresAt = nil, nil
-	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released"})
+	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released", "detail": "claim of " + holder})
 	f.emit("released", rv.view.ReviewID, who.name, map[string]any{"claimed_by": holder, "released_by": who.name, "reason": "released"})
 	return "released"
 }
@@ -182,8 +185,8 @@ type requeueBody struct {
 
 func (f *FakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in requeueBody
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	if in.ExpectedVersion == nil {
 		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "expected_version is required", "expected_version")
@@ -201,7 +204,11 @@ func (f *FakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrinci
 	case "claimed":
 		return problem(http.StatusConflict, "claimed-by-other", "Claimed by another moderator", "claimed by "+*rv.item.ClaimedBy, "")
 	}
-	return http.StatusOK, map[string]any{"review_id": id, "state": rv.view.State, "version": rv.view.Version, "deadline": rv.view.Deadline, "round": rv.item.Round}
+	// The review as GET /v1/reviews/{id} answers it, and its round.
+	return http.StatusOK, struct {
+		ReviewJSON
+		Round int `json:"round"`
+	}{rv.view, rv.item.Round}
 }
 
 // requeueLocked sends a queued review back to the provider: pending, out
@@ -237,11 +244,8 @@ func (f *FakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal
 	var in struct {
 		Note string `json:"note"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
-	}
-	if strings.TrimSpace(in.Note) == "" {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "note is required", "note")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -249,6 +253,9 @@ func (f *FakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal
 	rv, status, p := f.queued(id)
 	if rv == nil {
 		return status, p
+	}
+	if in.Note == "" {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "note: is required: why the review waits", "note")
 	}
 	if rv.item.Held {
 		return problem(http.StatusConflict, "already-held", "Already on hold", "", "")
@@ -276,7 +283,7 @@ func (f *FakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	rv.item.Held, rv.item.HeldBy, rv.item.HeldAt, rv.item.HoldNote = false, nil, nil, nil
 	rv.coordinate(now, "unheld", who.name, nil)
 	f.emit("unheld", id, who.name, map[string]any{"by": who.name})
-	return http.StatusOK, map[string]any{"review_id": id, "held": false, "version": rv.view.Version}
+	return http.StatusOK, map[string]any{"review_id": id, "held": false, "held_by": nil, "held_at": nil, "hold_note": nil, "version": rv.view.Version}
 }
 
 type bulkBody struct {
@@ -301,8 +308,8 @@ type bulkBody struct {
 func (f *FakeAPI) bulk(action string) fakeHandler {
 	return func(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, body []byte) (int, any) {
 		var in bulkBody
-		if err := json.Unmarshal(body, &in); err != nil {
-			return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+		if status, prob, ok := decodeBody(body, &in); !ok {
+			return status, prob
 		}
 		if (in.Filter == nil) == (len(in.Items) == 0) {
 			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "exactly one of filter and items", "filter")
@@ -315,6 +322,10 @@ func (f *FakeAPI) bulk(action string) fakeHandler {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if in.Filter != nil && in.Filter.ContentClass != "" && len(f.classes) > 0 && !slices.Contains(f.classes, in.Filter.ContentClass) {
+			return problem(http.StatusUnprocessableEntity, "unknown-class", "Unknown content class",
+				fmt.Sprintf("filter.content_class: unknown content class %q", in.Filter.ContentClass), "filter.content_class")
+		}
 		type pick struct {
 			id      string
 			version *uint64
@@ -368,7 +379,14 @@ func (f *FakeAPI) bulk(action string) fakeHandler {
 				outcome = f.requeueLocked(rv, who, v, in.Note)
 			}
 			counts[outcome]++
-			items = append(items, map[string]any{"review_id": p.id, "outcome": outcome})
+			item := map[string]any{"review_id": p.id, "outcome": outcome}
+			switch outcome {
+			case "requeued", "released":
+				item["version"] = rv.view.Version
+			default:
+				item["detail"] = fmt.Sprintf("review %q: %s", p.id, strings.ReplaceAll(outcome, "_", " "))
+			}
+			items = append(items, item)
 		}
 		return http.StatusOK, map[string]any{"dry_run": false, "total": total, "counts": counts, "items": items, "next_cursor": next}
 	}
@@ -390,7 +408,7 @@ func (f *FakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		d := e.Data
 		switch e.Type {
 		case "Submitted":
-			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "submitted", "round": round, "actor": "app"})
+			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "submitted", "round": round, "actor": d["submitted_by"], "deadline": d["deadline"]})
 		case "AttemptStarted":
 			open = timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "attempt", "round": round, "attempt": d["attempt"], "outcome": "in_flight"}
 			out = append(out, open)
@@ -404,7 +422,7 @@ func (f *FakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		case "FindingReceived":
 			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "attempt", "round": round, "attempt": d["attempt"], "outcome": "finding", "state": d["state"], "duration_ms": d["elapsed_ms"]})
 		case "Escalated":
-			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "escalated", "round": round, "reason": d["reason"], "state": d["state"]})
+			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "escalated", "round": round, "actor": "system", "reason": d["reason"], "state": d["state"]})
 		case "Requeued":
 			round++
 			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "requeued", "round": round, "actor": d["by"], "note": d["note"], "deadline": d["deadline"]})
@@ -415,8 +433,12 @@ func (f *FakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		}
 	}
 	out = append(out, rv.coord...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i]["at"].(time.Time).Before(out[j]["at"].(time.Time)) })
-	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "state": rv.view.State, "version": rv.view.Version, "round": round, "entries": out}
+	sort.SliceStable(out, func(i, j int) bool {
+		ai, aj := out[i]["at"].(time.Time), out[j]["at"].(time.Time)
+		return ai.Before(aj) || ai.Equal(aj) && out[i]["version"].(uint64) < out[j]["version"].(uint64)
+	})
+	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "state": rv.view.State, "content_class": rv.view.ContentClass,
+		"version": rv.view.Version, "round": round, "entries": out}
 }
 
 // stream is GET /v1/manual-queue/events: the changes after Last-Event-ID,
