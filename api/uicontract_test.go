@@ -159,8 +159,12 @@ func TestUIFakeFollowsServer(t *testing.T) {
 	send("POST", "/v1/reviews/rev-unknown/decision", moderatorToken, `{"state":"accepted","expected_version":1}`)
 	send("POST", "/v1/reviews/rev-pending/decision", moderatorToken, `{"state":"accepted","expected_version":2}`)
 	send("POST", "/v1/reviews/rev-decide/decision", moderatorToken, `{"state":"accepted","expected_version":7}`)
-	send("POST", "/v1/reviews/rev-decide/decision", moderatorToken, `{"state":"accepted","expected_version":1,"note":"fine"}`)
-	send("POST", "/v1/reviews/rev-decide/decision", moderatorToken, `{"state":"accepted","expected_version":2}`)
+	// A claim moves the version; a decision on the version after it (as
+	// the page reads it once claimed) goes through.
+	send("POST", "/v1/manual-queue/rev-decide/claim", moderatorToken, "")
+	get("/v1/reviews/rev-decide", moderatorToken)
+	send("POST", "/v1/reviews/rev-decide/decision", moderatorToken, `{"state":"accepted","expected_version":2,"note":"fine"}`)
+	send("POST", "/v1/reviews/rev-decide/decision", moderatorToken, `{"state":"accepted","expected_version":3}`)
 	send("POST", "/v1/reviews/rev-rule/decision", moderatorToken, `{"state":"rejected","expected_version":1,"note":"one of two"}`)
 	send("POST", "/v1/reviews/rev-rule/decision", moderatorToken, `{"state":"rejected","expected_version":2}`)
 	get("/v1/reviews/rev-rule/timeline", moderatorToken)

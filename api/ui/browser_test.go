@@ -148,7 +148,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p := page.T(t)
 		p.Do("focus the review link", chromedp.Focus(chromedp.CSS(row("rev-caption-0001")+" a")), chromedp.KeyEvent(kb.Enter))
 		p.WaitText("#review-state", "manual review")
-		p.WaitText("#rv-version", "7")
+		p.WaitText("#rv-version", "8") // 7 events, and the claim
 		p.WaitText("#rv-reasons", `<img src=x onerror="window.__pwned=1">`)
 		if uitest.Evaluate[bool](p, `document.querySelector('#rv-reasons img') !== null || window.__pwned !== undefined`) {
 			t.Fatal("a reason was parsed as markup")
@@ -200,11 +200,11 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	const note = "Caption checked against the source; fine."
 	run("a decision on a stale version asks to reload", func(t *testing.T) {
 		p := page.T(t)
-		fake.Vote("rev-caption-0001", "carol") // the review moves to version 8
+		fake.Vote("rev-caption-0001", "carol") // the review moves to version 9
 		p.Type("#decision-note", note)
 		p.Click("#decide-accept")
 		p.WaitText("#decision-error", "The review changed since you opened it — reload")
-		p.WaitText("#decision-error", "expected version 7, the review is at 8")
+		p.WaitText("#decision-error", "expected version 8, the review is at 9")
 		decisions := fake.RequestsTo(http.MethodPost, "/v1/reviews/rev-caption-0001/decision")
 		if len(decisions) != 1 {
 			t.Fatalf("%d decision requests, want 1", len(decisions))
@@ -213,7 +213,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		if err := json.Unmarshal([]byte(decisions[0].Body), &body); err != nil {
 			t.Fatal(err)
 		}
-		if body["state"] != "accepted" || body["note"] != note || body["expected_version"] != float64(7) {
+		if body["state"] != "accepted" || body["note"] != note || body["expected_version"] != float64(8) {
 			t.Errorf("decision body %v", body)
 		}
 		if got := uitest.Evaluate[string](p, `document.getElementById('decision-note').value`); got != note {
@@ -225,8 +225,8 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	run("reload, accept with a note, and the item leaves the queue", func(t *testing.T) {
 		p := page.T(t)
 		p.Click("#decision-reload")
-		p.WaitText("#rv-version", "8")
-		p.WaitText("#decision-version", "8")
+		p.WaitText("#rv-version", "9")
+		p.WaitText("#decision-version", "9")
 		p.Click("#decide-accept")
 		p.WaitText("#decision-result", "Decision recorded: accepted")
 		p.WaitText("#review-state", "accepted")
@@ -456,8 +456,9 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#timeline-list", "ManualDecisionRecorded")
 		p.WaitText("#timeline-list", note)
 		p.WaitText("#timeline-list", "classification: deadline_exceeded")
-		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#timeline-list > li').length`); n != 10 {
-			t.Errorf("%d timeline entries, want 10", n)
+		// Eight events to the escalation, the claim, carol's vote and the decision.
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#timeline-list > li').length`); n != 11 {
+			t.Errorf("%d timeline entries, want 11", n)
 		}
 		p.Screenshot("auditor")
 		p.Click("#nav-slo")

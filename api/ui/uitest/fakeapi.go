@@ -65,8 +65,10 @@ type fakeReview struct {
 	approvals int // moderators who must agree
 	votes     []string
 	events    []EventJSON
-	// Claims and holds, which the fake keeps out of events (and so out
-	// of the version) but shows in the timeline.
+	// settled is the version of the last event that is not a claim, a
+	// release or a hold.
+	settled uint64
+	// The timeline entries of claims, releases and holds.
 	coord []timelineEntry
 	// raceRequeue: a vote lands just before the next requeue is applied.
 	raceRequeue bool
@@ -336,8 +338,18 @@ func (f *FakeAPI) RequestsTo(method, path string) []FakeRequest {
 	return out
 }
 
+// record appends an event that changes the review (not a claim, a release
+// or a hold: coordinate).
 func (r *fakeReview) record(at time.Time, typ string, data map[string]any) {
 	r.events = append(r.events, EventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
+	r.settled = uint64(len(r.events) - 1)
+}
+
+// current reports whether a request made on version expected may act on
+// the review: only claims, releases and holds were recorded since, as the
+// real server checks it (domain.Review.Current).
+func (r *fakeReview) current(expected uint64) bool {
+	return expected >= r.settled && expected <= r.view.Version
 }
 
 // Handler serves the fake's API routes (and nothing else: package ui's
@@ -607,7 +619,7 @@ func (f *FakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	case rv.view.State != "manual_review":
 		return problem(http.StatusConflict, "not-in-manual-review", "Review is not in manual_review", "", "")
-	case *in.ExpectedVersion != rv.view.Version:
+	case !rv.current(*in.ExpectedVersion):
 		return problem(http.StatusConflict, "version-moved", "Review version moved",
 			fmt.Sprintf("expected version %d, the review is at %d", *in.ExpectedVersion, rv.view.Version), "")
 	case slices.Contains(rv.votes, who.name):

@@ -48,10 +48,26 @@ func (f *FakeAPI) emit(typ, id, actor string, data map[string]any) {
 	f.changed = make(chan struct{})
 }
 
-// coordinate notes a claim, a release or a hold for the timeline, at the
-// review's version (the fake keeps them out of the version, where the
-// real server appends them as events).
+// coordinate records a claim, a release or a hold: an event, as the real
+// server appends one (it moves the version but not what a decision or a
+// requeue is checked against: current), and its timeline entry.
 func (r *fakeReview) coordinate(at time.Time, kind, actor string, data map[string]any) {
+	ev := map[string]any{"review_id": r.view.ReviewID, "at": at}
+	typ := map[string]string{"claimed": "Claimed", "released": "ClaimReleased", "held": "Held", "unheld": "Unheld"}[kind]
+	switch kind {
+	case "claimed":
+		ev = map[string]any{"review_id": r.view.ReviewID, "moderator": actor, "claimed_at": at, "expires_at": data["expires_at"]}
+	case "released":
+		ev["moderator"], ev["by"], ev["reason"] = data["holder"], actor, data["reason"]
+		data = map[string]any{"reason": data["reason"], "detail": "claim of " + data["holder"].(string)}
+	case "held":
+		ev["by"], ev["note"] = actor, data["note"]
+	case "unheld":
+		ev["by"] = actor
+	}
+	r.events = append(r.events, EventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: ev})
+	r.view.Version = uint64(len(r.events) - 1)
+	r.item.Version = r.view.Version
 	e := timelineEntry{"version": r.view.Version, "at": at, "kind": kind, "actor": actor, "round": r.item.Round}
 	for k, v := range data {
 		e[k] = v
@@ -173,7 +189,7 @@ func (f *FakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
 	}
 	holder := *it.ClaimedBy
 	it.ClaimedBy, it.ClaimExpiresAt = nil, nil
-	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released", "detail": "claim of " + holder})
+	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released", "holder": holder})
 	f.emit("released", rv.view.ReviewID, who.name, map[string]any{"claimed_by": holder, "released_by": who.name, "reason": "released"})
 	return "released"
 }
@@ -223,7 +239,7 @@ func (f *FakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint6
 		it.Version = rv.view.Version
 	}
 	switch {
-	case version != rv.view.Version:
+	case !rv.current(version):
 		return "conflict"
 	case it.ClaimedBy != nil && *it.ClaimedBy != who.name && it.ClaimExpiresAt.After(now):
 		return "claimed"
