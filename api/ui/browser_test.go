@@ -17,7 +17,7 @@ import (
 )
 
 // The browser test drives the page in headless Chromium (package uitest)
-// against fakeAPI. It skips only when no Chromium is installed and CI is
+// against uitest.FakeAPI. It skips only when no Chromium is installed and CI is
 // unset; in CI a missing browser is a failure. UI_SCREENSHOTS=<dir> saves a
 // screenshot of each main screen there.
 
@@ -29,13 +29,13 @@ const (
 
 var row = uitest.Row
 
-func newFakeSLO(total, within, escalated, conflicts int64, p50, p90, p99 float64, depth, oldest int64) sloJSON {
-	s := sloJSON{Total: total, CompletedWithinBudget: within, Escalated: escalated, ConflictingCompletions: conflicts}
+func newFakeSLO(total, within, escalated, conflicts int64, p50, p90, p99 float64, depth, oldest int64) uitest.SLOJSON {
+	s := uitest.SLOJSON{Total: total, CompletedWithinBudget: within, Escalated: escalated, ConflictingCompletions: conflicts}
 	if total > 0 {
 		s.WithinBudgetRatio = float64(within) / float64(total)
 	}
 	s.LatencyMS.P50, s.LatencyMS.P90, s.LatencyMS.P99 = p50, p90, p99
-	s.ManualQueue.Depth, s.ManualQueue.OldestAgeSeconds = depth, oldest
+	s.ManualQueue.Depth, s.ManualQueue.OldestAgeSeconds = depth, float64(oldest)
 	return s
 }
 
@@ -43,19 +43,19 @@ func newFakeSLO(total, within, escalated, conflicts int64, p50, p90, p99 float64
 // through the page: sign-in, the queue, claims, a stale and a good
 // decision, a four-eyes vote, the SLO dashboard, token loss and sign-out.
 func TestBrowserModerationAndDashboard(t *testing.T) {
-	fake := newFakeAPI(time.Now)
-	fake.addToken(moderatorToken, "moderator", "alice")
-	fake.addToken(auditorToken, "auditor", "audrey")
-	fake.addToken(submitterToken, "submitter", "sam")
+	fake := uitest.NewFakeAPI(time.Now)
+	fake.AddToken(moderatorToken, "moderator", "alice")
+	fake.AddToken(auditorToken, "auditor", "audrey")
+	fake.AddToken(submitterToken, "submitter", "sam")
 	const xss = `provider timed out <img src=x onerror="window.__pwned=1">`
-	fake.escalate("rev-caption-0001", "caption_suggestion", "attempts_exhausted", 3, 4*time.Minute, 1, []string{xss})
-	fake.escalate("rev-publish-0002", "publishing_rule", "human_gate", 1, 2*time.Hour, 1, nil)
-	fake.claimAs("rev-publish-0002", "bob", time.Now().Add(8*time.Minute))
+	fake.Escalate("rev-caption-0001", "caption_suggestion", "attempts_exhausted", 3, 4*time.Minute, 1, []string{xss})
+	fake.Escalate("rev-publish-0002", "publishing_rule", "human_gate", 1, 2*time.Hour, 1, nil)
+	fake.ClaimAs("rev-publish-0002", "bob", time.Now().Add(8*time.Minute))
 	const submitted = "1\n00:00:01.000 --> 00:00:02.000\n<script>window.__pwned=2</script><b>bold?</b>"
-	fake.setContent("rev-caption-0001", "text/vtt; charset=utf-8", []byte(submitted))
-	fake.setSLO("1h", newFakeSLO(1234, 1077, 41, 3, 850, 4200, 12800, 2, 7300))
-	fake.setSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 2, 7300))
-	srv := httptest.NewServer(fake.handler())
+	fake.SetContent("rev-caption-0001", "text/vtt; charset=utf-8", []byte(submitted))
+	fake.SetSLO("1h", newFakeSLO(1234, 1077, 41, 3, 850, 4200, 12800, 2, 7300))
+	fake.SetSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 2, 7300))
+	srv := httptest.NewServer(serveFake(fake))
 	t.Cleanup(srv.Close)
 
 	page := uitest.Start(t, srv.URL)
@@ -115,7 +115,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		age := p.Text(row("rev-caption-0001") + " td.age")
 		p.WaitFor("the age to tick", `(sel, was) => document.querySelector(sel).textContent !== was`, row("rev-caption-0001")+" td.age", age)
 
-		reqs := fake.requestsTo(http.MethodGet, "/v1/manual-queue")
+		reqs := fake.RequestsTo(http.MethodGet, "/v1/manual-queue")
 		if last := reqs[len(reqs)-1]; last.Auth != "Bearer "+moderatorToken || last.Query.Get("limit") != "100" {
 			t.Errorf("last queue request %+v, want the moderator's token and limit 100", last)
 		}
@@ -128,7 +128,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#queue-notice", "You claimed rev-caption-0001 until")
 		p.WaitText(row("rev-caption-0001")+" td.claim-cell", "Claimed by you until")
 		p.WaitText("#who", "Signed in as alice (moderator)")
-		claims := fake.requestsTo(http.MethodPost, "/v1/manual-queue/rev-caption-0001/claim")
+		claims := fake.RequestsTo(http.MethodPost, "/v1/manual-queue/rev-caption-0001/claim")
 		if len(claims) != 1 || claims[0].Body != "" {
 			t.Errorf("claim requests %+v, want one without a body", claims)
 		}
@@ -148,13 +148,13 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p := page.T(t)
 		p.Do("focus the review link", chromedp.Focus(chromedp.CSS(row("rev-caption-0001")+" a")), chromedp.KeyEvent(kb.Enter))
 		p.WaitText("#review-state", "manual review")
-		p.WaitText("#rv-version", "7")
+		p.WaitText("#rv-version", "8") // 7 events, and the claim
 		p.WaitText("#rv-reasons", `<img src=x onerror="window.__pwned=1">`)
 		if uitest.Evaluate[bool](p, `document.querySelector('#rv-reasons img') !== null || window.__pwned !== undefined`) {
 			t.Fatal("a reason was parsed as markup")
 		}
 		p.WaitHidden("#timeline")
-		if n := len(fake.requestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/events")); n != 0 {
+		if n := len(fake.RequestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/events")); n != 0 {
 			t.Errorf("a moderator's page asked for the event history %d times", n)
 		}
 		if got := uitest.Evaluate[string](p, `document.activeElement.id`); got != "review-title" {
@@ -178,7 +178,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#content-meta", "(verified)")
 		p.WaitHidden("#content-all")
 		p.WaitHidden("#content-download")
-		reads := fake.requestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/content")
+		reads := fake.RequestsTo(http.MethodGet, "/v1/reviews/rev-caption-0001/content")
 		if len(reads) != 1 || reads[0].Auth != "Bearer "+moderatorToken {
 			t.Errorf("content requests %+v, want one with the moderator's token", reads)
 		}
@@ -200,12 +200,12 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	const note = "Caption checked against the source; fine."
 	run("a decision on a stale version asks to reload", func(t *testing.T) {
 		p := page.T(t)
-		fake.vote("rev-caption-0001", "carol") // the review moves to version 8
+		fake.Vote("rev-caption-0001", "carol") // the review moves to version 9
 		p.Type("#decision-note", note)
 		p.Click("#decide-accept")
 		p.WaitText("#decision-error", "The review changed since you opened it — reload")
-		p.WaitText("#decision-error", "expected version 7, the review is at 8")
-		decisions := fake.requestsTo(http.MethodPost, "/v1/reviews/rev-caption-0001/decision")
+		p.WaitText("#decision-error", "expected version 8, the review is at 9")
+		decisions := fake.RequestsTo(http.MethodPost, "/v1/reviews/rev-caption-0001/decision")
 		if len(decisions) != 1 {
 			t.Fatalf("%d decision requests, want 1", len(decisions))
 		}
@@ -213,7 +213,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		if err := json.Unmarshal([]byte(decisions[0].Body), &body); err != nil {
 			t.Fatal(err)
 		}
-		if body["state"] != "accepted" || body["note"] != note || body["expected_version"] != float64(7) {
+		if body["state"] != "accepted" || body["note"] != note || body["expected_version"] != float64(8) {
 			t.Errorf("decision body %v", body)
 		}
 		if got := uitest.Evaluate[string](p, `document.getElementById('decision-note').value`); got != note {
@@ -225,15 +225,15 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	run("reload, accept with a note, and the item leaves the queue", func(t *testing.T) {
 		p := page.T(t)
 		p.Click("#decision-reload")
-		p.WaitText("#rv-version", "8")
-		p.WaitText("#decision-version", "8")
+		p.WaitText("#rv-version", "9")
+		p.WaitText("#decision-version", "9")
 		p.Click("#decide-accept")
 		p.WaitText("#decision-result", "Decision recorded: accepted")
 		p.WaitText("#review-state", "accepted")
 		p.WaitHidden("#decision-form")
 		p.WaitGone(row("rev-caption-0001"))
 		p.WaitText("#queue-count", "1 review waiting")
-		ev := fake.lastEvent("rev-caption-0001")
+		ev := fake.LastEvent("rev-caption-0001")
 		if ev.Type != "ManualDecisionRecorded" || ev.Data["note"] != note || ev.Data["moderator"] != "alice" {
 			t.Errorf("last event %+v", ev)
 		}
@@ -241,7 +241,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 
 	run("a four-eyes vote keeps the review in manual review", func(t *testing.T) {
 		p := page.T(t)
-		fake.escalate("rev-restricted-0003", "restricted_publish", "human_gate", 1, 30*time.Second, 2, []string{"restricted material"})
+		fake.Escalate("rev-restricted-0003", "restricted_publish", "human_gate", 1, 30*time.Second, 2, []string{"restricted material"})
 		// No click: the periodic refresh brings the new item in.
 		p.WaitText(row("rev-restricted-0003"), "restricted_publish")
 		p.Click(row("rev-restricted-0003") + " a")
@@ -253,7 +253,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#review-state", "manual review")
 		p.WaitText("#rv-version", "4")
 		p.WaitHidden("#decision-form")
-		if got := fake.review("rev-restricted-0003").State; got != "manual_review" {
+		if got := fake.Review("rev-restricted-0003").State; got != "manual_review" {
 			t.Errorf("review state %q after one vote", got)
 		}
 		p.WaitText(row("rev-restricted-0003"), "restricted_publish")
@@ -262,13 +262,13 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 
 	run("long text is truncated, other types download, purged content says so", func(t *testing.T) {
 		p := page.T(t)
-		fake.purge("rev-publish-0002")
+		fake.Purge("rev-publish-0002")
 		p.Do("open a purged review", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-publish-0002'`))
 		p.WaitText("#content-msg", "Content purged")
 		p.WaitHidden("#content-text")
 
 		png := []byte("\x89PNG\r\n\x1a\n<script>not text</script>")
-		fake.setContent("rev-restricted-0003", "image/png", png)
+		fake.SetContent("rev-restricted-0003", "image/png", png)
 		p.Do("open a review with an image", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-restricted-0003'`))
 		p.WaitText("#content-download", "Download (image/png, 33 bytes)")
 		p.WaitHidden("#content-text")
@@ -280,7 +280,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		}
 
 		long := strings.Repeat("line of submitted text é\n", 4000) // 104,000 bytes: é is two
-		fake.setContent("rev-publish-0002", "text/plain; charset=utf-8", []byte(long))
+		fake.SetContent("rev-publish-0002", "text/plain; charset=utf-8", []byte(long))
 		p.Do("open a review with long text", chromedp.Evaluate[chromedp.Void](`location.hash = '#/reviews/rev-publish-0002'`))
 		p.WaitText("#content-all", "Show all (104,000 bytes; showing the first 64 KiB)")
 		if n := uitest.Evaluate[int](p, `new TextEncoder().encode(document.getElementById('content-text').textContent).length`); n > 64*1024 || n < 64*1024-4 {
@@ -340,10 +340,10 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		// A periodic refresh may have left while the class was being typed
 		// and reach the server after the submitted query, so look for the
 		// submitted query among them rather than at the last to arrive.
-		var reqs []fakeRequest
+		var reqs []uitest.FakeRequest
 		filtered := false
 		for deadline := time.Now().Add(10 * time.Second); !filtered && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			reqs = fake.requestsTo(http.MethodGet, "/v1/slo")
+			reqs = fake.RequestsTo(http.MethodGet, "/v1/slo")
 			for _, r := range reqs {
 				if r.Query.Get("window") == "24h" && r.Query.Get("content_class") == "caption_suggestion" {
 					filtered = true
@@ -354,7 +354,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 			t.Errorf("no SLO query with window 24h and class caption_suggestion among %d: last %v", len(reqs), reqs[len(reqs)-1].Query)
 		}
 		// No click: the dashboard refreshes itself.
-		fake.setSLO("24h", newFakeSLO(28001, 27861, 120, 0, 700, 3100, 9900, 1, 60))
+		fake.SetSLO("24h", newFakeSLO(28001, 27861, 120, 0, 700, 3100, 9900, 1, 60))
 		p.WaitText("#slo-total", "28,001")
 		p.WaitText("#slo-depth", "1")
 		p.WaitHidden("#slo-alerts")
@@ -383,7 +383,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		if got := uitest.Evaluate[string](p, `document.querySelector('#chart-budget svg').getAttribute('aria-label')`); !strings.Contains(got, "burn rate") {
 			t.Errorf("budget chart's accessible name %q", got)
 		}
-		reqs := fake.requestsTo(http.MethodGet, "/v1/slo/series")
+		reqs := fake.RequestsTo(http.MethodGet, "/v1/slo/series")
 		if len(reqs) == 0 || reqs[len(reqs)-1].Query.Get("window") != "1h" || reqs[len(reqs)-1].Auth != "Bearer "+moderatorToken {
 			t.Errorf("series requests %v", reqs)
 		}
@@ -401,7 +401,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 
 	run("a token that stops working returns to sign in", func(t *testing.T) {
 		p := page.T(t)
-		fake.revoke(moderatorToken)
+		fake.Revoke(moderatorToken)
 		// The view's own refresh (every 5 s) may meet the revoked token
 		// first and leave the button hidden: click it from the page, which
 		// works either way, rather than wait for it to be visible.
@@ -416,7 +416,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	run("an auditor is offered no queue, claim or decision", func(t *testing.T) {
 		p := page.T(t)
 		p.Do("go to the queue", chromedp.Evaluate[chromedp.Void](`location.hash = '#/queue'`))
-		queueReads := len(fake.requestsTo(http.MethodGet, "/v1/manual-queue"))
+		queueReads := len(fake.RequestsTo(http.MethodGet, "/v1/manual-queue"))
 		p.SignIn(auditorToken)
 		p.WaitText("#who", "Signed in as audrey (auditor)")
 		// The queue is not the auditor's: the page starts on the dashboard.
@@ -431,7 +431,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitHidden("#queue-panel")
 		// Auditors read the history, not the content.
 		p.WaitHidden("#content")
-		for _, r := range fake.requestsTo(http.MethodGet, "/v1/reviews/rev-publish-0002/content") {
+		for _, r := range fake.RequestsTo(http.MethodGet, "/v1/reviews/rev-publish-0002/content") {
 			if r.Auth == "Bearer "+auditorToken {
 				t.Error("the auditor's page asked for the submitted content")
 			}
@@ -442,7 +442,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		if len(visible) > 0 {
 			t.Errorf("an auditor is offered:\n%s", strings.Join(visible, "\n"))
 		}
-		if n := len(fake.requestsTo(http.MethodGet, "/v1/manual-queue")); n != queueReads {
+		if n := len(fake.RequestsTo(http.MethodGet, "/v1/manual-queue")); n != queueReads {
 			t.Errorf("the auditor's page read the manual queue %d times", n-queueReads)
 		}
 		p.Screenshot("auditor-pending")
@@ -456,8 +456,9 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitText("#timeline-list", "ManualDecisionRecorded")
 		p.WaitText("#timeline-list", note)
 		p.WaitText("#timeline-list", "classification: deadline_exceeded")
-		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#timeline-list > li').length`); n != 10 {
-			t.Errorf("%d timeline entries, want 10", n)
+		// Eight events to the escalation, the claim, carol's vote and the decision.
+		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#timeline-list > li').length`); n != 11 {
+			t.Errorf("%d timeline entries, want 11", n)
 		}
 		p.Screenshot("auditor")
 		p.Click("#nav-slo")
@@ -474,7 +475,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.Click("#signout")
 		p.WaitText("#signin-error", "You signed out.")
 		p.Do("ask for the dashboard", chromedp.Evaluate[chromedp.Void](`location.hash = '#/slo'`))
-		sloReads := len(fake.requestsTo(http.MethodGet, "/v1/slo"))
+		sloReads := len(fake.RequestsTo(http.MethodGet, "/v1/slo"))
 		p.SignIn(submitterToken)
 		p.WaitText("#who", "Signed in as sam (submitter)")
 		p.WaitText("#lookup-hint", "Open a review by its ID")
@@ -488,7 +489,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		p.WaitHidden("#review-claim")
 		p.WaitHidden("#timeline")
 		p.WaitHidden("#content")
-		if n := len(fake.requestsTo(http.MethodGet, "/v1/slo")); n != sloReads {
+		if n := len(fake.RequestsTo(http.MethodGet, "/v1/slo")); n != sloReads {
 			t.Errorf("the submitter's page read the SLO summary %d times", n-sloReads)
 		}
 	})
@@ -503,9 +504,7 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 	})
 
 	run("the token never travels in a URL", func(t *testing.T) {
-		fake.mu.Lock()
-		defer fake.mu.Unlock()
-		for _, r := range fake.requests {
+		for _, r := range fake.Requests() {
 			for _, tok := range []string{moderatorToken, auditorToken, submitterToken} {
 				if strings.Contains(r.Path+"?"+r.Query.Encode(), tok) {
 					t.Errorf("token in URL %s", r.Path)
@@ -560,12 +559,12 @@ func card(provider, class string) string {
 // provider and as shadow, the lines of each over the window, the empty
 // state of a class without figures, and an error of the API.
 func TestBrowserProviders(t *testing.T) {
-	fake := newFakeAPI(time.Now)
-	fake.addToken(auditorToken, "auditor", "audrey")
-	fake.setSLO("1h", newFakeSLO(1234, 1230, 4, 0, 850, 4200, 12800, 0, 0))
-	fake.setSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 0, 0))
-	fake.setProviders(newFakeProviders())
-	srv := httptest.NewServer(fake.handler())
+	fake := uitest.NewFakeAPI(time.Now)
+	fake.AddToken(auditorToken, "auditor", "audrey")
+	fake.SetSLO("1h", newFakeSLO(1234, 1230, 4, 0, 850, 4200, 12800, 0, 0))
+	fake.SetSLO("24h", newFakeSLO(28000, 27860, 120, 0, 700, 3100, 9900, 0, 0))
+	fake.SetProviders(newFakeProviders())
+	srv := httptest.NewServer(serveFake(fake))
 	t.Cleanup(srv.Close)
 
 	page := uitest.Start(t, srv.URL)
@@ -587,11 +586,11 @@ func TestBrowserProviders(t *testing.T) {
 		if uitest.Evaluate[bool](p, `(() => { const c = document.querySelectorAll('#provider-cards .provider-card'); return c[0].getBoundingClientRect().top !== c[1].getBoundingClientRect().top; })()`) {
 			t.Error("the first two cards are not side by side at 1280 px")
 		}
-		reqs := fake.requestsTo(http.MethodGet, "/v1/slo/providers")
+		reqs := fake.RequestsTo(http.MethodGet, "/v1/slo/providers")
 		if len(reqs) == 0 || reqs[len(reqs)-1].Query.Get("window") != "1h" || reqs[len(reqs)-1].Auth != "Bearer "+auditorToken {
 			t.Errorf("provider requests %v", reqs)
 		}
-		if n := len(fake.requestsTo(http.MethodGet, "/v1/slo/providers/series")); n == 0 {
+		if n := len(fake.RequestsTo(http.MethodGet, "/v1/slo/providers/series")); n == 0 {
 			t.Error("the page never read /v1/slo/providers/series")
 		}
 		if u := p.Unlabelled(); len(u) > 0 {
@@ -736,7 +735,7 @@ func TestBrowserProviders(t *testing.T) {
 			t.Errorf("%d cards left in the empty state", n)
 		}
 		asked := false
-		for _, r := range fake.requestsTo(http.MethodGet, "/v1/slo/providers/series") {
+		for _, r := range fake.RequestsTo(http.MethodGet, "/v1/slo/providers/series") {
 			asked = asked || r.Query.Get("content_class") == "restricted_publish"
 		}
 		if !asked {
@@ -747,7 +746,7 @@ func TestBrowserProviders(t *testing.T) {
 
 	run("an error of the API shows as the dashboard's errors do", func(t *testing.T) {
 		p := page.T(t)
-		fake.setProvidersDown(true)
+		fake.SetProvidersDown(true)
 		p.Do("show every class", chromedp.Evaluate[chromedp.Void](`document.getElementById('slo-class').value = ''`))
 		p.Click("#slo-refresh")
 		p.WaitText("#slo-providers-error", "The provider figures could not be loaded.")
@@ -760,7 +759,7 @@ func TestBrowserProviders(t *testing.T) {
 		// The rest of the dashboard is unaffected.
 		p.WaitHidden("#slo-error")
 		p.WaitText("#slo-total", "1,234")
-		fake.setProvidersDown(false)
+		fake.SetProvidersDown(false)
 		// No click: the dashboard refreshes itself, and the error goes.
 		p.WaitHidden("#slo-providers-error")
 		p.WaitFor("three provider cards", `() => document.querySelectorAll('#provider-cards .provider-card').length === 3`)

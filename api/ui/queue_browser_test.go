@@ -19,7 +19,7 @@ import (
 const bobToken = "moderator-token-bob-00001"
 
 // TestBrowserQueueTeamwork walks moderators through the queue as a team
-// works it, against fakeAPI: live updates and their fallback to polling,
+// works it, against uitest.FakeAPI: live updates and their fallback to polling,
 // the keyboard alone, the review's timeline, a class that requires a
 // claim, holds, bulk requeue and release with a dry-run count and
 // per-item outcomes, and SLA colours as the page's clock moves on.
@@ -27,35 +27,35 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 	// The fake's clock moves with the page's (uitest.AdvanceClock), for the
 	// SLA colours.
 	var skew atomic.Int64
-	fake := newFakeAPI(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	fake := uitest.NewFakeAPI(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	advance := func(p *uitest.Page, d time.Duration) {
 		skew.Add(int64(d))
 		p.AdvanceClock(d)
 	}
-	fake.addToken(moderatorToken, "moderator", "alice")
-	fake.addToken(bobToken, "moderator", "bob")
-	fake.addToken(auditorToken, "auditor", "audrey")
+	fake.AddToken(moderatorToken, "moderator", "alice")
+	fake.AddToken(bobToken, "moderator", "bob")
+	fake.AddToken(auditorToken, "auditor", "audrey")
 	now := time.Now()
 	// The SLA item first, so the keyboard starts on it.
-	fake.escalate("rev-sla-0001", "caption_suggestion", "attempts_exhausted", 2, 10*time.Minute, 1, nil)
-	fake.setDue("rev-sla-0001", now.Add(20*time.Minute)) // a 30 min SLA, 20 min left: green
-	fake.escalate("rev-kbd-0002", "caption_suggestion", "provider_refused", 1, 5*time.Minute, 1, []string{"provider refused: 400"})
-	fake.escalate("rev-claim-0003", "restricted_publish", "human_gate", 0, 3*time.Minute, 1, nil)
-	fake.requireClaims("rev-claim-0003")
-	fake.escalate("rev-hold-0004", "caption_suggestion", "attempts_exhausted", 3, 2*time.Minute, 1, nil)
+	fake.Escalate("rev-sla-0001", "caption_suggestion", "attempts_exhausted", 2, 10*time.Minute, 1, nil)
+	fake.SetDue("rev-sla-0001", now.Add(20*time.Minute)) // a 30 min SLA, 20 min left: green
+	fake.Escalate("rev-kbd-0002", "caption_suggestion", "provider_refused", 1, 5*time.Minute, 1, []string{"provider refused: 400"})
+	fake.Escalate("rev-claim-0003", "restricted_publish", "human_gate", 0, 3*time.Minute, 1, nil)
+	fake.RequireClaims("rev-claim-0003")
+	fake.Escalate("rev-hold-0004", "caption_suggestion", "attempts_exhausted", 3, 2*time.Minute, 1, nil)
 	// A review that was requeued once and came back: its timeline has two
 	// rounds.
-	fake.escalate("rev-round-0005", "caption_suggestion", "budget_exhausted", 2, 30*time.Minute, 1, nil)
-	fake.requeueAs("rev-round-0005", "carol", "provider back after the outage")
-	fake.escalateAgain("rev-round-0005", "provider_unavailable", "provider_unavailable", 2)
+	fake.Escalate("rev-round-0005", "caption_suggestion", "budget_exhausted", 2, 30*time.Minute, 1, nil)
+	fake.RequeueAs("rev-round-0005", "carol", "provider back after the outage")
+	fake.EscalateAgain("rev-round-0005", "provider_unavailable", "provider_unavailable", 2)
 	// An outage: 120 reviews out of budget, more than one page of a bulk
 	// requeue.
 	for i := range 120 {
-		fake.escalate(fmt.Sprintf("rev-outage-%04d", i), "caption_suggestion", "budget_exhausted", 3, time.Minute, 1, nil)
+		fake.Escalate(fmt.Sprintf("rev-outage-%04d", i), "caption_suggestion", "budget_exhausted", 3, time.Minute, 1, nil)
 	}
-	srv := httptest.NewServer(fake.handler())
+	srv := httptest.NewServer(serveFake(fake))
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { fake.refuseStreams(true) }) // ends open streams before srv.Close waits for them
+	t.Cleanup(func() { fake.RefuseStreams(true) }) // ends open streams before srv.Close waits for them
 
 	alice := uitest.Start(t, srv.URL)
 	run := uitest.InOrder(t) // each step builds on the ones before it
@@ -76,11 +76,11 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		}
 		p.WaitText("#queue-keys", "j")
 		p.WaitText("#help-open", "Shortcuts")
-		streams := fake.requestsTo(http.MethodGet, "/v1/manual-queue/events")
+		streams := fake.RequestsTo(http.MethodGet, "/v1/manual-queue/events")
 		if len(streams) == 0 || streams[0].Auth != "Bearer "+moderatorToken {
 			t.Fatalf("stream requests %+v, want one with the bearer token", streams)
 		}
-		for _, r := range fake.requestsTo(http.MethodGet, "/v1/manual-queue") {
+		for _, r := range fake.RequestsTo(http.MethodGet, "/v1/manual-queue") {
 			if r.Query.Get("held") != "any" {
 				t.Errorf("queue read %v without held=any", r.Query)
 			}
@@ -127,7 +127,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.PressCtrl(kb.Enter)
 		p.WaitText("#decision-result", "Decision recorded: rejected")
 		p.WaitGone(row("rev-kbd-0002"))
-		ev := fake.lastEvent("rev-kbd-0002")
+		ev := fake.LastEvent("rev-kbd-0002")
 		if ev.Type != "ManualDecisionRecorded" || ev.Data["state"] != "rejected" || ev.Data["note"] != note || ev.Data["moderator"] != "alice" {
 			t.Errorf("last event %+v", ev)
 		}
@@ -187,7 +187,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.Click("#decide-accept")
 		p.WaitText("#decision-error", "This class needs a claim before a decision")
 		p.WaitText("#decision-error", "HTTP 409")
-		if got := fake.review("rev-claim-0003").State; got != "manual_review" {
+		if got := fake.Review("rev-claim-0003").State; got != "manual_review" {
 			t.Fatalf("state %q after a refused decision", got)
 		}
 		p.Click("#decision-claim")
@@ -220,7 +220,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.WaitText("#why-holds", "None recorded")
 		p.WaitText("#why-votes", "No vote yet")
 		p.WaitHidden("#timeline") // the raw event history stays the auditors'
-		if n := len(fake.requestsTo(http.MethodGet, "/v1/reviews/rev-round-0005/events")); n != 0 {
+		if n := len(fake.RequestsTo(http.MethodGet, "/v1/reviews/rev-round-0005/events")); n != 0 {
 			t.Errorf("a moderator's page read /events %d times", n)
 		}
 		p.ScreenshotView("review-timeline-1280x800")
@@ -242,7 +242,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.WaitGone(row("rev-round-0005"))
 		p.WaitText("#review-state", "pending")
 		var body map[string]any
-		reqs := fake.requestsTo(http.MethodPost, "/v1/manual-queue/rev-round-0005/requeue")
+		reqs := fake.RequestsTo(http.MethodPost, "/v1/manual-queue/rev-round-0005/requeue")
 		if len(reqs) != 1 || json.Unmarshal([]byte(reqs[0].Body), &body) != nil || body["note"] != "once more, the provider is back" || body["expected_version"] == nil {
 			t.Errorf("requeue requests %+v", reqs)
 		}
@@ -284,11 +284,11 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.Click("#bulk-requeue-filter")
 		p.WaitText("#confirm-count", "This sends 120 reviews (reason budget exhausted) back to automated review")
 		p.WaitText("#confirm-ok", "Requeue 120 reviews")
-		dry := fake.requestsTo(http.MethodPost, "/v1/manual-queue/bulk/requeue")
+		dry := fake.RequestsTo(http.MethodPost, "/v1/manual-queue/bulk/requeue")
 		if len(dry) != 1 || !strings.Contains(dry[0].Body, `"dry_run":true`) || !strings.Contains(dry[0].Body, `"reason":"budget_exhausted"`) {
 			t.Fatalf("dry run %+v", dry)
 		}
-		if !fake.inQueue("rev-outage-0000") {
+		if !fake.InQueue("rev-outage-0000") {
 			t.Fatal("the dry run requeued something")
 		}
 		p.Type("#confirm-note", "Provider recovered after the outage.")
@@ -298,7 +298,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		if n := uitest.Evaluate[int](p, `document.querySelectorAll('#confirm-outcomes li[data-outcome="requeued"]').length`); n != 120 {
 			t.Errorf("%d requeued outcomes listed, want 120", n)
 		}
-		pages := fake.requestsTo(http.MethodPost, "/v1/manual-queue/bulk/requeue")[1:]
+		pages := fake.RequestsTo(http.MethodPost, "/v1/manual-queue/bulk/requeue")[1:]
 		if len(pages) != 2 || !strings.Contains(pages[1].Body, `"cursor":"rev-outage-0099"`) {
 			t.Errorf("requeue pages %+v, want two, the second after the first's cursor", pages)
 		}
@@ -308,7 +308,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		b := bob.T(t)
 		b.WaitGone(row("rev-outage-0000"))
 		b.WaitGone(row("rev-outage-0119"))
-		if fake.inQueue("rev-outage-0042") {
+		if fake.InQueue("rev-outage-0042") {
 			t.Error("rev-outage-0042 still queued after the bulk requeue")
 		}
 		p.Do("clear the filter", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('queue-reason'); s.selectedIndex = 0; s.dispatchEvent(new Event('change')); })()`))
@@ -317,14 +317,14 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 
 	run("bulk actions on checked items show a conflict per item", func(t *testing.T) {
 		p := alice.T(t)
-		fake.escalate("rev-pick-0006", "caption_suggestion", "budget_exhausted", 3, time.Minute, 1, nil)
-		fake.escalate("rev-pick-0007", "caption_suggestion", "budget_exhausted", 3, time.Minute, 2, nil)
+		fake.Escalate("rev-pick-0006", "caption_suggestion", "budget_exhausted", 3, time.Minute, 1, nil)
+		fake.Escalate("rev-pick-0007", "caption_suggestion", "budget_exhausted", 3, time.Minute, 2, nil)
 		p.WaitText(row("rev-pick-0007"), "budget exhausted")
 		p.Click(row("rev-pick-0006") + " input.select")
 		p.Do("focus the row", chromedp.Focus(chromedp.CSS(row("rev-pick-0007")+" a")))
 		p.Press("x")
 		p.WaitText("#bulk-count", "2 selected")
-		fake.raceNextRequeue("rev-pick-0007") // a vote lands on it just before the requeue
+		fake.RaceNextRequeue("rev-pick-0007") // a vote lands on it just before the requeue
 		p.Click("#bulk-requeue")
 		p.WaitText("#confirm-count", "This sends 2 reviews back")
 		p.Click("#confirm-ok")
@@ -366,7 +366,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		p.WaitText(row("rev-sla-0001")+" td.claim-cell", "Unclaimed")
 		p.WaitText(row("rev-hold-0004")+" td.claim-cell", "Claimed by bob")
 		var body map[string]any
-		reqs := fake.requestsTo(http.MethodPost, "/v1/manual-queue/bulk/release")
+		reqs := fake.RequestsTo(http.MethodPost, "/v1/manual-queue/bulk/release")
 		if err := json.Unmarshal([]byte(reqs[len(reqs)-1].Body), &body); err != nil || fmt.Sprint(body["filter"]) != "map[claimed_by:alice]" {
 			t.Errorf("release by filter sent %s", reqs[len(reqs)-1].Body)
 		}
@@ -375,29 +375,29 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 	run("a broken stream falls back to polling and comes back live", func(t *testing.T) {
 		p := alice.T(t)
 		p.WaitLive("live")
-		fake.refuseStreams(true)
+		fake.RefuseStreams(true)
 		p.WaitLive("polling")
 		p.WaitText("#live-status", "Polling every 5 s")
 		p.WaitText("#live-status", "retrying in")
 		// While the stream is down the queue is still read.
-		fake.escalate("rev-poll-0008", "caption_suggestion", "attempts_exhausted", 3, time.Second, 1, nil)
+		fake.Escalate("rev-poll-0008", "caption_suggestion", "attempts_exhausted", 3, time.Second, 1, nil)
 		p.WaitText(row("rev-poll-0008"), "caption_suggestion")
 		// Refused twice, it is retried with a growing delay; then it is let in.
 		for deadline := time.Now().Add(uitest.WaitTimeout); ; time.Sleep(100 * time.Millisecond) {
-			if _, refused := fake.streamCounts(); refused >= 2 {
+			if _, refused := fake.StreamCounts(); refused >= 2 {
 				break
 			}
 			if time.Now().After(deadline) {
 				t.Fatal("the stream was not retried after it was refused")
 			}
 		}
-		fake.refuseStreams(false)
+		fake.RefuseStreams(false)
 		p.WaitLive("live")
 		// It resumes where it stopped: the last event's ID goes back as
 		// Last-Event-ID. (The other moderator's page has a stream of its
 		// own, refused and retried too: the last of alice's is the one.)
-		var last *fakeRequest
-		for _, r := range fake.requestsTo(http.MethodGet, "/v1/manual-queue/events") {
+		var last *uitest.FakeRequest
+		for _, r := range fake.RequestsTo(http.MethodGet, "/v1/manual-queue/events") {
 			if r.Auth == "Bearer "+moderatorToken {
 				last = &r
 			}
@@ -406,7 +406,7 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 			t.Errorf("alice's retried stream %+v is missing or lacks Last-Event-ID", last)
 		}
 		// Live again: a new item arrives by the stream.
-		fake.escalate("rev-live-0009", "caption_suggestion", "attempts_exhausted", 3, time.Second, 1, nil)
+		fake.Escalate("rev-live-0009", "caption_suggestion", "attempts_exhausted", 3, time.Second, 1, nil)
 		p.WaitText(row("rev-live-0009"), "caption_suggestion")
 	})
 

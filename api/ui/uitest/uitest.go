@@ -1,7 +1,12 @@
 // Package uitest drives reviewledger's browser UI in headless Chromium for
 // tests, through github.com/chromedp/chromedp. It knows the page's element
-// IDs, so a test against any server that serves the UI (the fake of package
-// ui's own tests, or the real API) reads as steps a user takes.
+// IDs, so a test against any server that serves the UI (FakeAPI beside the
+// page, as package ui's own tests serve it, or the real API) reads as steps
+// a user takes.
+//
+// FakeAPI is an in-memory stand-in for the API routes the page uses. Package
+// api's contract test (api/uicontract_test.go) sends the same requests to it
+// and to the real server and fails on any difference in status or shape.
 //
 // Tests are skipped when no Chromium is installed and the environment
 // variable CI is unset; with CI set, a missing browser fails the test.

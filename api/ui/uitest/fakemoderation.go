@@ -1,4 +1,4 @@
-package ui
+package uitest
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ type streamControl struct {
 type timelineEntry map[string]any
 
 // emit appends a change to the stream; f.mu is held.
-func (f *fakeAPI) emit(typ, id, actor string, data map[string]any) {
+func (f *FakeAPI) emit(typ, id, actor string, data map[string]any) {
 	d := map[string]any{"type": typ, "review_id": id, "at": f.now().UTC(), "actor": actor}
 	if r, ok := f.reviews[id]; ok {
 		d["version"] = r.view.Version
@@ -48,30 +48,49 @@ func (f *fakeAPI) emit(typ, id, actor string, data map[string]any) {
 	f.changed = make(chan struct{})
 }
 
+// coordinate records a claim, a release or a hold: an event, as the real
+// server appends one (it moves the version but not what a decision or a
+// requeue is checked against: current), and its timeline entry.
 func (r *fakeReview) coordinate(at time.Time, kind, actor string, data map[string]any) {
-	e := timelineEntry{"at": at, "kind": kind, "actor": actor, "round": r.item.Round}
+	ev := map[string]any{"review_id": r.view.ReviewID, "at": at}
+	typ := map[string]string{"claimed": "Claimed", "released": "ClaimReleased", "held": "Held", "unheld": "Unheld"}[kind]
+	switch kind {
+	case "claimed":
+		ev = map[string]any{"review_id": r.view.ReviewID, "moderator": actor, "claimed_at": at, "expires_at": data["expires_at"]}
+	case "released":
+		ev["moderator"], ev["by"], ev["reason"] = data["holder"], actor, data["reason"]
+		data = map[string]any{"reason": data["reason"], "detail": "claim of " + data["holder"].(string)}
+	case "held":
+		ev["by"], ev["note"] = actor, data["note"]
+	case "unheld":
+		ev["by"] = actor
+	}
+	r.events = append(r.events, EventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: ev})
+	r.view.Version = uint64(len(r.events) - 1)
+	r.item.Version = r.view.Version
+	e := timelineEntry{"version": r.view.Version, "at": at, "kind": kind, "actor": actor, "round": r.item.Round}
 	for k, v := range data {
 		e[k] = v
 	}
 	r.coord = append(r.coord, e)
 }
 
-// setDue gives id a due time, as a class's manual_sla does.
-func (f *fakeAPI) setDue(id string, due time.Time) {
+// SetDue gives id a due time, as a class's manual_sla does.
+func (f *FakeAPI) SetDue(id string, due time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].item.DueAt = &due
 }
 
-// requireClaims makes id's class one with `claims: required`.
-func (f *fakeAPI) requireClaims(id string) {
+// RequireClaims makes id's class one with `claims: required`.
+func (f *FakeAPI) RequireClaims(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].item.Claims = "required"
 }
 
-// refuseStreams ends every open stream and, while on, answers new ones 503.
-func (f *fakeAPI) refuseStreams(on bool) {
+// RefuseStreams ends every open stream and, while on, answers new ones 503.
+func (f *FakeAPI) RefuseStreams(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.streams.refuse = on
@@ -81,20 +100,22 @@ func (f *fakeAPI) refuseStreams(on bool) {
 	}
 }
 
-func (f *fakeAPI) streamCounts() (opened, refused int) {
+// StreamCounts returns how many streams of queue changes were answered 200
+// and how many 503.
+func (f *FakeAPI) StreamCounts() (opened, refused int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.streams.opened, f.streams.refused
 }
 
-// inQueue reports whether id is waiting in the manual queue.
-func (f *fakeAPI) inQueue(id string) bool {
+// InQueue reports whether id is waiting in the manual queue.
+func (f *FakeAPI) InQueue(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Contains(f.queue, id)
 }
 
-func (f *fakeAPI) moderationRoutes(mux *http.ServeMux) {
+func (f *FakeAPI) moderationRoutes(mux *http.ServeMux) {
 	mod := []string{"moderator"}
 	mux.HandleFunc("DELETE /v1/manual-queue/{id}/claim", f.route(mod, f.release))
 	mux.HandleFunc("POST /v1/manual-queue/{id}/requeue", f.route(mod, f.requeue))
@@ -108,7 +129,7 @@ func (f *fakeAPI) moderationRoutes(mux *http.ServeMux) {
 
 // claimRefusal is the 409 of a class with `claims: required` for a caller
 // without the live claim; f.mu is held.
-func (f *fakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time) (int, any, bool) {
+func (f *FakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time) (int, any, bool) {
 	if rv.item.Claims != "required" {
 		return 0, nil, false
 	}
@@ -126,7 +147,7 @@ func (f *fakeAPI) claimRefusal(rv *fakeReview, who fakePrincipal, now time.Time)
 }
 
 // queued finds a review waiting in the queue, or the problem to answer.
-func (f *fakeAPI) queued(id string) (*fakeReview, int, any) {
+func (f *FakeAPI) queued(id string) (*fakeReview, int, any) {
 	rv, ok := f.reviews[id]
 	switch {
 	case !ok:
@@ -139,7 +160,7 @@ func (f *fakeAPI) queued(id string) (*fakeReview, int, any) {
 	return rv, 0, nil
 }
 
-func (f *fakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := r.PathValue("id")
@@ -157,7 +178,7 @@ func (f *fakeAPI) release(_ http.ResponseWriter, r *http.Request, who fakePrinci
 	return http.StatusOK, map[string]any{"review_id": id, "released_by": who.name, "claimed_by": who.name, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
+func (f *FakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
 	now := f.now().UTC()
 	it := &rv.item
 	switch {
@@ -168,7 +189,7 @@ func (f *fakeAPI) releaseLocked(rv *fakeReview, who fakePrincipal) string {
 	}
 	holder := *it.ClaimedBy
 	it.ClaimedBy, it.ClaimExpiresAt = nil, nil
-	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released"})
+	rv.coordinate(now, "released", who.name, map[string]any{"reason": "released", "holder": holder})
 	f.emit("released", rv.view.ReviewID, who.name, map[string]any{"claimed_by": holder, "released_by": who.name, "reason": "released"})
 	return "released"
 }
@@ -178,10 +199,10 @@ type requeueBody struct {
 	Note            string  `json:"note"`
 }
 
-func (f *fakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in requeueBody
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	if in.ExpectedVersion == nil {
 		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "expected_version is required", "expected_version")
@@ -199,12 +220,16 @@ func (f *fakeAPI) requeue(_ http.ResponseWriter, r *http.Request, who fakePrinci
 	case "claimed":
 		return problem(http.StatusConflict, "claimed-by-other", "Claimed by another moderator", "claimed by "+*rv.item.ClaimedBy, "")
 	}
-	return http.StatusOK, map[string]any{"review_id": id, "state": rv.view.State, "version": rv.view.Version, "deadline": rv.view.Deadline, "round": rv.item.Round}
+	// The review as GET /v1/reviews/{id} answers it, and its round.
+	return http.StatusOK, struct {
+		ReviewJSON
+		Round int `json:"round"`
+	}{rv.view, rv.item.Round}
 }
 
 // requeueLocked sends a queued review back to the provider: pending, out
 // of the queue, a new round.
-func (f *fakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint64, note string) string {
+func (f *FakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint64, note string) string {
 	now := f.now().UTC()
 	it := &rv.item
 	if rv.raceRequeue {
@@ -214,7 +239,7 @@ func (f *fakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint6
 		it.Version = rv.view.Version
 	}
 	switch {
-	case version != rv.view.Version:
+	case !rv.current(version):
 		return "conflict"
 	case it.ClaimedBy != nil && *it.ClaimedBy != who.name && it.ClaimExpiresAt.After(now):
 		return "claimed"
@@ -231,15 +256,12 @@ func (f *fakeAPI) requeueLocked(rv *fakeReview, who fakePrincipal, version uint6
 	return "requeued"
 }
 
-func (f *fakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in struct {
 		Note string `json:"note"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
-	}
-	if strings.TrimSpace(in.Note) == "" {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "note is required", "note")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -247,6 +269,9 @@ func (f *fakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal
 	rv, status, p := f.queued(id)
 	if rv == nil {
 		return status, p
+	}
+	if in.Note == "" {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "note: is required: why the review waits", "note")
 	}
 	if rv.item.Held {
 		return problem(http.StatusConflict, "already-held", "Already on hold", "", "")
@@ -259,7 +284,7 @@ func (f *fakeAPI) hold(_ http.ResponseWriter, r *http.Request, who fakePrincipal
 	return http.StatusOK, map[string]any{"review_id": id, "held": true, "held_by": by, "held_at": now, "hold_note": note, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := r.PathValue("id")
@@ -274,7 +299,7 @@ func (f *fakeAPI) unhold(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	rv.item.Held, rv.item.HeldBy, rv.item.HeldAt, rv.item.HoldNote = false, nil, nil, nil
 	rv.coordinate(now, "unheld", who.name, nil)
 	f.emit("unheld", id, who.name, map[string]any{"by": who.name})
-	return http.StatusOK, map[string]any{"review_id": id, "held": false, "version": rv.view.Version}
+	return http.StatusOK, map[string]any{"review_id": id, "held": false, "held_by": nil, "held_at": nil, "hold_note": nil, "version": rv.view.Version}
 }
 
 type bulkBody struct {
@@ -296,11 +321,11 @@ type bulkBody struct {
 // bulk answers POST /v1/manual-queue/bulk/{requeue,release}: a selection
 // by filter (paged in review ID order) or by items, a dry run's total, or
 // each item's outcome.
-func (f *fakeAPI) bulk(action string) fakeHandler {
+func (f *FakeAPI) bulk(action string) fakeHandler {
 	return func(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, body []byte) (int, any) {
 		var in bulkBody
-		if err := json.Unmarshal(body, &in); err != nil {
-			return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+		if status, prob, ok := decodeBody(body, &in); !ok {
+			return status, prob
 		}
 		if (in.Filter == nil) == (len(in.Items) == 0) {
 			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "exactly one of filter and items", "filter")
@@ -313,6 +338,10 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if in.Filter != nil && in.Filter.ContentClass != "" && len(f.classes) > 0 && !slices.Contains(f.classes, in.Filter.ContentClass) {
+			return problem(http.StatusUnprocessableEntity, "unknown-class", "Unknown content class",
+				fmt.Sprintf("filter.content_class: unknown content class %q", in.Filter.ContentClass), "filter.content_class")
+		}
 		type pick struct {
 			id      string
 			version *uint64
@@ -366,7 +395,14 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 				outcome = f.requeueLocked(rv, who, v, in.Note)
 			}
 			counts[outcome]++
-			items = append(items, map[string]any{"review_id": p.id, "outcome": outcome})
+			item := map[string]any{"review_id": p.id, "outcome": outcome}
+			switch outcome {
+			case "requeued", "released":
+				item["version"] = rv.view.Version
+			default:
+				item["detail"] = fmt.Sprintf("review %q: %s", p.id, strings.ReplaceAll(outcome, "_", " "))
+			}
+			items = append(items, item)
 		}
 		return http.StatusOK, map[string]any{"dry_run": false, "total": total, "counts": counts, "items": items, "next_cursor": next}
 	}
@@ -374,7 +410,7 @@ func (f *fakeAPI) bulk(action string) fakeHandler {
 
 // timeline is GET /v1/reviews/{id}/timeline, built from the fake's events
 // and its claims and holds.
-func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -388,7 +424,7 @@ func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		d := e.Data
 		switch e.Type {
 		case "Submitted":
-			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "submitted", "round": round, "actor": "app"})
+			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "submitted", "round": round, "actor": d["submitted_by"], "deadline": d["deadline"]})
 		case "AttemptStarted":
 			open = timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "attempt", "round": round, "attempt": d["attempt"], "outcome": "in_flight"}
 			out = append(out, open)
@@ -402,7 +438,7 @@ func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		case "FindingReceived":
 			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "attempt", "round": round, "attempt": d["attempt"], "outcome": "finding", "state": d["state"], "duration_ms": d["elapsed_ms"]})
 		case "Escalated":
-			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "escalated", "round": round, "reason": d["reason"], "state": d["state"]})
+			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "escalated", "round": round, "actor": "system", "reason": d["reason"], "state": d["state"]})
 		case "Requeued":
 			round++
 			out = append(out, timelineEntry{"version": e.Version, "at": e.RecordedAt, "kind": "requeued", "round": round, "actor": d["by"], "note": d["note"], "deadline": d["deadline"]})
@@ -413,16 +449,20 @@ func (f *fakeAPI) timeline(_ http.ResponseWriter, r *http.Request, _ fakePrincip
 		}
 	}
 	out = append(out, rv.coord...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i]["at"].(time.Time).Before(out[j]["at"].(time.Time)) })
-	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "state": rv.view.State, "version": rv.view.Version, "round": round, "entries": out}
+	sort.SliceStable(out, func(i, j int) bool {
+		ai, aj := out[i]["at"].(time.Time), out[j]["at"].(time.Time)
+		return ai.Before(aj) || ai.Equal(aj) && out[i]["version"].(uint64) < out[j]["version"].(uint64)
+	})
+	return http.StatusOK, map[string]any{"review_id": rv.view.ReviewID, "state": rv.view.State, "content_class": rv.view.ContentClass,
+		"version": rv.view.Version, "round": round, "entries": out}
 }
 
 // stream is GET /v1/manual-queue/events: the changes after Last-Event-ID,
 // "ready", then each change as it is made, with a heartbeat comment.
-func (f *fakeAPI) stream(w http.ResponseWriter, r *http.Request) {
+func (f *FakeAPI) stream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqSeq++
-	f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), LastEventID: r.Header.Get("Last-Event-ID")})
+	f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), LastEventID: r.Header.Get("Last-Event-ID")})
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	who, known := f.tokens[token]
 	refuse := f.streams.refuse
@@ -503,9 +543,9 @@ func (f *fakeAPI) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// escalateAgain ends a requeued review's new round without a finding:
+// EscalateAgain ends a requeued review's new round without a finding:
 // its attempts fail as classification says and it returns to the queue.
-func (f *fakeAPI) escalateAgain(id, reason, classification string, attempts int) {
+func (f *FakeAPI) EscalateAgain(id, reason, classification string, attempts int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv := f.reviews[id]
@@ -527,18 +567,18 @@ func (f *fakeAPI) escalateAgain(id, reason, classification string, attempts int)
 	f.emit("added", id, "system", map[string]any{"item": f.itemNow(rv, now)})
 }
 
-// requeueAs sends id back to automated review as moderator would.
-func (f *fakeAPI) requeueAs(id, moderator, note string) {
+// RequeueAs sends id back to automated review as moderator would.
+func (f *FakeAPI) RequeueAs(id, moderator, note string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv := f.reviews[id]
 	f.requeueLocked(rv, fakePrincipal{role: "moderator", name: moderator}, rv.view.Version, note)
 }
 
-// raceNextRequeue makes another moderator's vote land on id just before
+// RaceNextRequeue makes another moderator's vote land on id just before
 // the next requeue of it is applied, as a concurrent append would: that
 // requeue, sent with the version the page saw, conflicts.
-func (f *fakeAPI) raceNextRequeue(id string) {
+func (f *FakeAPI) RaceNextRequeue(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].raceRequeue = true

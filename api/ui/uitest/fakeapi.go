@@ -1,16 +1,19 @@
-package ui
+package uitest
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,17 +22,18 @@ import (
 	"github.com/reviewledger/reviewledger/projections"
 )
 
-// fakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
+// FakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
 // answering with their exact JSON shapes and problem+json errors. It lets
-// the browser tests run before, and independently of, the real server.
-type fakeAPI struct {
+// the browser tests run without the real server; package api's contract
+// test (api/uicontract_test.go) checks it against the real server.
+type FakeAPI struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	tokens   map[string]fakePrincipal
 	reviews  map[string]*fakeReview
 	queue    []string // review IDs in queue order
-	slo      map[string]sloJSON
-	requests []fakeRequest
+	slo      map[string]SLOJSON
+	requests []FakeRequest
 	reqSeq   int
 	// The stream of queue changes (GET /v1/manual-queue/events).
 	changes []fakeChange
@@ -39,11 +43,15 @@ type fakeAPI struct {
 	// class, and whether the routes answer 503 as without read models.
 	providers     []projections.ProviderSLO
 	providersDown bool
+	// The policy's classes: a content_class not among them answers 422
+	// (any class is taken while it is empty).
+	classes []string
 }
 
 type fakePrincipal struct{ role, name string }
 
-type fakeRequest struct {
+// FakeRequest is one request the fake received.
+type FakeRequest struct {
 	Method, Path string
 	Query        url.Values
 	Auth         string
@@ -52,13 +60,15 @@ type fakeRequest struct {
 }
 
 type fakeReview struct {
-	view      reviewJSON
+	view      ReviewJSON
 	item      queueItemJSON
 	approvals int // moderators who must agree
 	votes     []string
-	events    []eventJSON
-	// Claims and holds, which the fake keeps out of events (and so out
-	// of the version) but shows in the timeline.
+	events    []EventJSON
+	// settled is the version of the last event that is not a claim, a
+	// release or a hold.
+	settled uint64
+	// The timeline entries of claims, releases and holds.
 	coord []timelineEntry
 	// raceRequeue: a vote lands just before the next requeue is applied.
 	raceRequeue bool
@@ -76,7 +86,9 @@ type rawBody struct {
 }
 
 // The wire shapes of docs/contracts.md §2.
-type reviewJSON struct {
+
+// ReviewJSON is the body of GET /v1/reviews/{id}.
+type ReviewJSON struct {
 	ReviewID     string     `json:"review_id"`
 	State        string     `json:"state"`
 	ContentClass string     `json:"content_class"`
@@ -97,6 +109,11 @@ type queueItemJSON struct {
 	AgeSeconds     int64      `json:"age_seconds"`
 	ClaimedBy      *string    `json:"claimed_by"`
 	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
+	Priority       int        `json:"priority"`
+	// Four-eyes: the approvals the class needs and the moderators who
+	// gave one.
+	RequiredApprovals int      `json:"required_approvals"`
+	Approvers         []string `json:"approvers"`
 	// Extensions of the moderation-team routes (docs/api.md).
 	Version     uint64     `json:"version"`
 	Round       int        `json:"round"`
@@ -109,29 +126,19 @@ type queueItemJSON struct {
 	HoldNote    *string    `json:"hold_note"`
 }
 
-type eventJSON struct {
+// EventJSON is one event of GET /v1/reviews/{id}/events.
+type EventJSON struct {
 	Version    uint64         `json:"version"`
 	Type       string         `json:"type"`
 	RecordedAt time.Time      `json:"recorded_at"`
 	Data       map[string]any `json:"data"`
+	// Policy is the class's policy, on a Submitted.
+	Policy map[string]any `json:"policy,omitempty"`
 }
 
-type sloJSON struct {
-	Total                  int64   `json:"total"`
-	CompletedWithinBudget  int64   `json:"completed_within_budget"`
-	WithinBudgetRatio      float64 `json:"within_budget_ratio"`
-	Escalated              int64   `json:"escalated"`
-	ConflictingCompletions int64   `json:"conflicting_completions"`
-	LatencyMS              struct {
-		P50 float64 `json:"p50"`
-		P90 float64 `json:"p90"`
-		P99 float64 `json:"p99"`
-	} `json:"latency_ms"`
-	ManualQueue struct {
-		Depth            int64 `json:"depth"`
-		OldestAgeSeconds int64 `json:"oldest_age_seconds"`
-	} `json:"manual_queue"`
-}
+// SLOJSON is the body of GET /v1/slo. The fake fills in from, to and
+// content_class as the request asks.
+type SLOJSON = projections.SLOSummary
 
 type problemJSON struct {
 	Type      string `json:"type"`
@@ -144,38 +151,65 @@ type problemJSON struct {
 
 const claimLease = 10 * time.Minute
 
-func newFakeAPI(now func() time.Time) *fakeAPI {
-	return &fakeAPI{
+// NewFakeAPI returns a fake with no tokens, reviews or figures, reading
+// the time from now.
+func NewFakeAPI(now func() time.Time) *FakeAPI {
+	return &FakeAPI{
 		now:     now,
 		tokens:  map[string]fakePrincipal{},
 		reviews: map[string]*fakeReview{},
-		slo:     map[string]sloJSON{},
+		slo:     map[string]SLOJSON{},
 		changed: make(chan struct{}),
 	}
 }
 
-func (f *fakeAPI) addToken(token, role, name string) {
+// AddToken lets token sign in as name with role.
+func (f *FakeAPI) AddToken(token, role, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tokens[token] = fakePrincipal{role: role, name: name}
 }
 
-func (f *fakeAPI) revoke(token string) {
+// Revoke makes token unknown, as a token removed from the server's
+// configuration is.
+func (f *FakeAPI) Revoke(token string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.tokens, token)
 }
 
-func (f *fakeAPI) setSLO(window string, s sloJSON) {
+// SetSLO sets what GET /v1/slo answers for window (as "1h"); a window
+// never set answers 400.
+func (f *FakeAPI) SetSLO(window string, s SLOJSON) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slo[window] = s
 }
 
-// setProviders sets the figures GET /v1/slo/providers answers with (and
+// SetClasses names the policy's content classes: a content_class query
+// naming another answers 422 unknown-class, as the real server's does
+// with Config.Classes set. Without it, any class is taken.
+func (f *FakeAPI) SetClasses(names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.classes = slices.Clone(names)
+}
+
+// classProblem is the 422 of a content_class query the policy does not
+// name, or 0 and nil; f.mu is held.
+func (f *FakeAPI) classProblem(r *http.Request) (int, any) {
+	class := r.URL.Query().Get("content_class")
+	if class == "" || len(f.classes) == 0 || slices.Contains(f.classes, class) {
+		return 0, nil
+	}
+	return problem(http.StatusUnprocessableEntity, "unknown-class", "Unknown content class",
+		fmt.Sprintf("content class %q is not in the policy (%s)", class, strings.Join(f.classes, ", ")), "content_class")
+}
+
+// SetProviders sets the figures GET /v1/slo/providers answers with (and
 // its series follows), sorted by provider and class as the real server
 // sorts them.
-func (f *fakeAPI) setProviders(ps []projections.ProviderSLO) {
+func (f *FakeAPI) SetProviders(ps []projections.ProviderSLO) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.providers = slices.Clone(ps)
@@ -184,44 +218,55 @@ func (f *fakeAPI) setProviders(ps []projections.ProviderSLO) {
 	})
 }
 
-// setProvidersDown makes both provider routes answer 503 not-ready, as
+// SetProvidersDown makes both provider routes answer 503 not-ready, as
 // the real server does without read models.
-func (f *fakeAPI) setProvidersDown(down bool) {
+func (f *FakeAPI) SetProvidersDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.providersDown = down
 }
 
-// escalate adds a review in manual_review to the queue, escalated age ago
+// Escalate adds a review in manual_review to the queue, escalated age ago
 // after the given number of attempts.
-func (f *fakeAPI) escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
+func (f *FakeAPI) Escalate(id, class, reason string, attempts int, age time.Duration, approvals int, reasons []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now().UTC()
 	escalatedAt := now.Add(-age)
 	submitted := escalatedAt.Add(-20 * time.Second)
 	r := &fakeReview{approvals: approvals}
-	r.record(submitted, "Submitted", map[string]any{"review_id": id, "content_class": class, "payload_digest": "sha256:0f1e", "deadline": submitted.Add(30 * time.Second)})
+	content := []byte("content of " + id)
+	sum := sha256.Sum256(content)
+	r.record(submitted, "Submitted", map[string]any{"review_id": id, "content_class": class, "content_type": "text/plain; charset=utf-8",
+		"payload_digest": "sha256:" + hex.EncodeToString(sum[:]), "payload_bytes": len(content), "policy_digest": "sha256:0f1e",
+		"submitted_at": submitted, "deadline": submitted.Add(30 * time.Second), "submitted_by": "app"})
+	r.events[0].Policy = map[string]any{"budget_ms": 30000, "attempt_timeout_ms": 10000, "max_attempts": 3, "backoff_initial_ms": 100,
+		"backoff_max_ms": 2000, "backoff_jitter_ms": 75, "on_exhaustion": "manual_review", "human_gate": reason == "human_gate",
+		"priority": 1, "approvals": approvals}
 	for i := 1; i <= attempts; i++ {
 		at := submitted.Add(time.Duration(i) * 5 * time.Second)
 		r.record(at, "AttemptStarted", map[string]any{"review_id": id, "attempt": i, "attempt_timeout_ms": 10000, "remaining_budget_ms": 30000 - i*5000})
 		r.record(at.Add(4*time.Second), "AttemptTimedOut", map[string]any{"review_id": id, "attempt": i, "classification": "deadline_exceeded", "elapsed_ms": 4000})
 	}
-	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts})
-	r.view = reviewJSON{
+	r.record(escalatedAt, "Escalated", map[string]any{"review_id": id, "reason": reason, "state": "manual_review", "attempts": attempts, "at": escalatedAt})
+	if reasons == nil {
+		reasons = []string{}
+	}
+	r.view = ReviewJSON{
 		ReviewID: id, State: "manual_review", ContentClass: class, Attempts: attempts,
 		Version: uint64(len(r.events) - 1), SubmittedAt: submitted, Deadline: submitted.Add(30 * time.Second),
 		Reasons: reasons,
 	}
 	r.item = queueItemJSON{ReviewID: id, ContentClass: class, Reason: reason, Attempts: attempts, EscalatedAt: escalatedAt,
-		Version: r.view.Version, Round: 1, Claims: "optional"}
-	r.contentType, r.content = "text/plain; charset=utf-8", []byte("content of "+id)
+		Priority: 1, RequiredApprovals: max(approvals, 1), Version: r.view.Version, Round: 1, Claims: "optional"}
+	r.contentType, r.content = "text/plain; charset=utf-8", content
 	f.reviews[id] = r
 	f.queue = append(f.queue, id)
 	f.emit("added", id, "system", map[string]any{"item": f.itemNow(r, now)})
 }
 
-func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
+// ClaimAs makes moderator hold the claim on id until then.
+func (f *FakeAPI) ClaimAs(id, moderator string, until time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
@@ -230,9 +275,9 @@ func (f *fakeAPI) claimAs(id, moderator string, until time.Time) {
 	f.emit("claimed", id, moderator, map[string]any{"claimed_by": moderator, "claim_expires_at": until})
 }
 
-// vote records another moderator's approval on id, moving its version: a
+// Vote records another moderator's approval on id, moving its version: a
 // page that read the review before now holds a stale version.
-func (f *fakeAPI) vote(id, moderator string) {
+func (f *FakeAPI) Vote(id, moderator string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
@@ -243,39 +288,48 @@ func (f *fakeAPI) vote(id, moderator string) {
 	f.emit("approved", id, moderator, map[string]any{"moderator": moderator, "state": "accepted"})
 }
 
-// setContent replaces what was submitted for id.
-func (f *fakeAPI) setContent(id, contentType string, content []byte) {
+// SetContent replaces what was submitted for id.
+func (f *FakeAPI) SetContent(id, contentType string, content []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.reviews[id]
 	r.contentType, r.content, r.purged = contentType, content, false
 }
 
-// purge drops id's content, as retention does.
-func (f *fakeAPI) purge(id string) {
+// Purge drops id's content, as retention does.
+func (f *FakeAPI) Purge(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reviews[id].purged = true
 }
 
-func (f *fakeAPI) review(id string) reviewJSON {
+// Review returns id's review as GET /v1/reviews/{id} answers it.
+func (f *FakeAPI) Review(id string) ReviewJSON {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reviews[id].view
 }
 
-func (f *fakeAPI) lastEvent(id string) eventJSON {
+// LastEvent returns the last event of id's stream.
+func (f *FakeAPI) LastEvent(id string) EventJSON {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ev := f.reviews[id].events
 	return ev[len(ev)-1]
 }
 
-// requestsTo returns the requests received for a method and path.
-func (f *fakeAPI) requestsTo(method, path string) []fakeRequest {
+// Requests returns every request received, in order.
+func (f *FakeAPI) Requests() []FakeRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []fakeRequest
+	return slices.Clone(f.requests)
+}
+
+// RequestsTo returns the requests received for a method and path.
+func (f *FakeAPI) RequestsTo(method, path string) []FakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []FakeRequest
 	for _, r := range f.requests {
 		if r.Method == method && r.Path == path {
 			out = append(out, r)
@@ -284,16 +338,24 @@ func (f *fakeAPI) requestsTo(method, path string) []fakeRequest {
 	return out
 }
 
+// record appends an event that changes the review (not a claim, a release
+// or a hold: coordinate).
 func (r *fakeReview) record(at time.Time, typ string, data map[string]any) {
-	r.events = append(r.events, eventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
+	r.events = append(r.events, EventJSON{Version: uint64(len(r.events)), Type: typ, RecordedAt: at, Data: data})
+	r.settled = uint64(len(r.events) - 1)
 }
 
-// handler serves the fake routes beside ui.Handler, as the real server does.
-func (f *fakeAPI) handler() http.Handler {
+// current reports whether a request made on version expected may act on
+// the review: only claims, releases and holds were recorded since, as the
+// real server checks it (domain.Review.Current).
+func (r *fakeReview) current(expected uint64) bool {
+	return expected >= r.settled && expected <= r.view.Version
+}
+
+// Handler serves the fake's API routes (and nothing else: package ui's
+// tests mount ui.Handler beside it, as the real server does).
+func (f *FakeAPI) Handler() http.Handler {
 	mux := http.NewServeMux()
-	ui := Handler()
-	mux.Handle("GET /{$}", ui)
-	mux.Handle("GET /ui/", ui)
 	mux.HandleFunc("GET /v1/manual-queue", f.route([]string{"moderator"}, f.manualQueue))
 	mux.HandleFunc("POST /v1/manual-queue/{id}/claim", f.route([]string{"moderator"}, f.claim))
 	mux.HandleFunc("GET /v1/reviews/{id}", f.route([]string{"submitter", "moderator", "auditor"}, f.getReview))
@@ -314,7 +376,7 @@ type fakeHandler func(w http.ResponseWriter, r *http.Request, who fakePrincipal,
 
 // route logs the request, checks the bearer token and role, and writes the
 // handler's answer as JSON (a problemJSON as problem+json).
-func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
+func (f *FakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Body != nil {
@@ -323,7 +385,7 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 		f.mu.Lock()
 		f.reqSeq++
 		reqID := fmt.Sprintf("req-%04d", f.reqSeq)
-		f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), Body: string(body)})
+		f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Auth: r.Header.Get("Authorization"), Body: string(body)})
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		who, known := f.tokens[token]
 		f.mu.Unlock()
@@ -336,6 +398,9 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 			status, out = problem(http.StatusUnauthorized, "unauthenticated", "Missing or invalid bearer token", "", "")
 		case who.role != "admin" && !slices.Contains(roles, who.role):
 			status, out = problem(http.StatusForbidden, "forbidden", "Role not allowed", "the "+who.role+" role cannot call "+r.Method+" "+r.URL.Path, "")
+		case r.Pattern != "" && strings.Contains(r.Pattern, "{id}") && domain.ValidateReviewID(r.PathValue("id")) != nil:
+			err := domain.ValidateReviewID(r.PathValue("id"))
+			status, out = problem(http.StatusBadRequest, "invalid-review-id", "Invalid review ID", err.Error(), "review_id")
 		default:
 			status, out = h(w, r, who, body)
 		}
@@ -360,12 +425,39 @@ func (f *fakeAPI) route(roles []string, h fakeHandler) http.HandlerFunc {
 	}
 }
 
+// decodeBody reads a JSON object body into v as the real server does:
+// 400 invalid-request naming "body" when it is empty or not a JSON object,
+// naming the member whose value has the wrong type. ok is false with the
+// problem to answer.
+func decodeBody(body []byte, v any) (status int, prob any, ok bool) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", "body: is empty; a JSON object is required", "body")
+		return status, prob, false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		field, detail := "body", "body: malformed JSON: "+err.Error()
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			field, detail = te.Field, te.Field+": must be a JSON "+te.Type.Kind().String()
+		}
+		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", detail, field)
+		return status, prob, false
+	}
+	return 0, nil, true
+}
+
 func problem(status int, kind, title, detail, field string) (int, any) {
 	return status, problemJSON{Type: "urn:reviewledger:problem:" + kind, Title: title, Status: status, Detail: detail, Field: field}
 }
 
-func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	class := r.URL.Query().Get("content_class")
+	f.mu.Lock()
+	status, prob := f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	reason := r.URL.Query().Get("reason")
 	held := r.URL.Query().Get("held")
 	if held != "" && held != "true" && held != "false" && held != "any" {
@@ -380,6 +472,9 @@ func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 		if _, err := fmt.Sscan(q, &limit); err != nil || limit < 1 || limit > 1000 {
 			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "limit must be an integer from 1 to 1000", "limit")
 		}
+	}
+	if len(reason) > 64 {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "reason: longer than 64 characters", "reason")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -418,17 +513,18 @@ func (f *fakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 
 // itemNow is a queue item as read at now: its age, its claim unless it
 // ran out, whether its SLA is breached.
-func (f *fakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
+func (f *FakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
 	it := r.item
 	it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
 	if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
 		it.ClaimedBy, it.ClaimExpiresAt = nil, nil
 	}
 	it.SLABreached = it.DueAt != nil && !it.DueAt.After(now)
+	it.Approvers = append([]string{}, r.votes...)
 	return it
 }
 
-func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	id := r.PathValue("id")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -450,10 +546,10 @@ func (f *fakeAPI) claim(_ http.ResponseWriter, r *http.Request, who fakePrincipa
 	it.ClaimedBy, it.ClaimExpiresAt = &name, &until
 	rv.coordinate(now, "claimed", name, map[string]any{"expires_at": until})
 	f.emit("claimed", id, name, map[string]any{"claimed_by": name, "claim_expires_at": until})
-	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claim_expires_at": until, "version": rv.view.Version}
+	return http.StatusOK, map[string]any{"review_id": id, "claimed_by": name, "claimed_at": now, "claim_expires_at": until, "version": rv.view.Version}
 }
 
-func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -463,7 +559,7 @@ func (f *fakeAPI) getReview(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 	return http.StatusOK, rv.view
 }
 
-func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -475,7 +571,7 @@ func (f *fakeAPI) events(_ http.ResponseWriter, r *http.Request, _ fakePrincipal
 
 // contentOf is GET /v1/reviews/{id}/content, the extension of docs/contracts.md §2
 // that shows moderators what they decide on, with the real route's headers.
-func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rv, ok := f.reviews[r.PathValue("id")]
@@ -499,14 +595,14 @@ func (f *fakeAPI) contentOf(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 	return http.StatusOK, rawBody{header: h, body: slices.Clone(rv.content)}
 }
 
-func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
+func (f *FakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincipal, body []byte) (int, any) {
 	var in struct {
 		State           string  `json:"state"`
 		Note            string  `json:"note"`
 		ExpectedVersion *uint64 `json:"expected_version"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return problem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error(), "")
+	if status, prob, ok := decodeBody(body, &in); !ok {
+		return status, prob
 	}
 	switch {
 	case in.ExpectedVersion == nil:
@@ -523,7 +619,7 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 		return problem(http.StatusNotFound, "review-not-found", "Review not found", "", "")
 	case rv.view.State != "manual_review":
 		return problem(http.StatusConflict, "not-in-manual-review", "Review is not in manual_review", "", "")
-	case *in.ExpectedVersion != rv.view.Version:
+	case !rv.current(*in.ExpectedVersion):
 		return problem(http.StatusConflict, "version-moved", "Review version moved",
 			fmt.Sprintf("expected version %d, the review is at %d", *in.ExpectedVersion, rv.view.Version), "")
 	case slices.Contains(rv.votes, who.name):
@@ -550,27 +646,110 @@ func (f *fakeAPI) decide(_ http.ResponseWriter, r *http.Request, who fakePrincip
 	return http.StatusOK, rv.view
 }
 
-func (f *fakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
-	window := r.URL.Query().Get("window")
+// The SLO routes' windows and steps, as the real server reads them.
+const (
+	defaultSLOWindow    = time.Hour      // GET /v1/slo, /v1/slo/providers
+	defaultSeriesWindow = 24 * time.Hour // the series and GET /v1/slo/attempts
+	maxSLOWindow        = 366 * 24 * time.Hour
+	maxSeriesPoints     = 1440
+)
+
+// parseWindow reads the window query as the real server does: a Go
+// duration or whole days ("7d"), positive and at most 366 days, def
+// without one.
+func parseWindow(q string, def time.Duration) (time.Duration, int, any) {
+	if q == "" {
+		return def, 0, nil
+	}
+	status, bad := problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+		fmt.Sprintf("window: must be a positive duration up to 366d such as 1h or 7d, got %q", q), "window")
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 366 {
+			return 0, status, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, 0, nil
+	}
+	d, err := time.ParseDuration(q)
+	if err != nil || d <= 0 || d > maxSLOWindow {
+		return 0, status, bad
+	}
+	return d, 0, nil
+}
+
+// parseStep reads the step query of the series as the real server does:
+// whole minutes or whole days, at most maxSeriesPoints steps over window;
+// def without one.
+func parseStep(q string, window, def time.Duration, now time.Time) (time.Duration, int, any) {
+	if q == "" {
+		return def, 0, nil
+	}
+	status, bad := problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+		fmt.Sprintf("step: must be a whole number of minutes such as 5m, 1h or 1d, got %q", q), "step")
+	var d time.Duration
+	if days, ok := strings.CutSuffix(q, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 366 {
+			return 0, status, bad
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(q); err != nil || d < time.Minute || d%time.Minute != 0 {
+			return 0, status, bad
+		}
+	}
+	from := now.Add(-window).UTC().Truncate(d)
+	if n := int(now.Sub(from)/d) + 1; n > maxSeriesPoints {
+		status, bad = problem(http.StatusBadRequest, "invalid-request", "Invalid request",
+			fmt.Sprintf("step: %s over %s makes %d points, more than %d: choose a longer step", d, window, n, maxSeriesPoints), "step")
+		return 0, status, bad
+	}
+	return d, 0, nil
+}
+
+// sloSummary is GET /v1/slo: the figures set with SetSLO for the window
+// asked for (as given, "" without one); a window never set answers 400.
+func (f *FakeAPI) sloSummary(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	q := r.URL.Query()
+	window, status, prob := parseWindow(q.Get("window"), defaultSLOWindow)
+	if status != 0 {
+		return status, prob
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.slo[window]
-	if !ok {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+window, "window")
+	if status, prob := f.classProblem(r); status != 0 {
+		return status, prob
 	}
+	s, ok := f.slo[q.Get("window")]
+	if !ok {
+		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "unknown window "+q.Get("window"), "window")
+	}
+	now := f.now().UTC()
+	s.ContentClass, s.From, s.To = q.Get("content_class"), now.Add(-window).Truncate(time.Minute), now
 	return http.StatusOK, s
 }
 
 // sloSeries is GET /v1/slo/series: twelve steps over the window, the
 // within-budget ratio dipping in the middle, in the real body's shape.
-func (f *fakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
-	window, err := time.ParseDuration(r.URL.Query().Get("window"))
-	if err != nil {
-		return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
+func (f *FakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	q := r.URL.Query()
+	window, status, prob := parseWindow(q.Get("window"), defaultSeriesWindow)
+	if status != 0 {
+		return status, prob
 	}
-	step := window / 12
+	step, status, prob := parseStep(q.Get("step"), window, window/12, f.now())
+	if status != 0 {
+		return status, prob
+	}
+	f.mu.Lock()
+	status, prob = f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	from := f.now().Add(-window).UTC().Truncate(step)
-	out := projections.Series{From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Objective: 0.99}
+	out := projections.Series{ContentClass: q.Get("content_class"), From: from, To: from.Add(13 * step), StepSeconds: int64(step / time.Second), Objective: 0.99}
 	remaining := 1.0
 	for i := range 13 {
 		ratio := 0.995
@@ -594,11 +773,22 @@ func (f *fakeAPI) sloSeries(_ http.ResponseWriter, r *http.Request, _ fakePrinci
 }
 
 // sloAttempts is GET /v1/slo/attempts: one class's distribution.
-func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloAttempts(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+	window, status, prob := parseWindow(r.URL.Query().Get("window"), defaultSeriesWindow)
+	if status != 0 {
+		return status, prob
+	}
+	f.mu.Lock()
+	status, prob = f.classProblem(r)
+	f.mu.Unlock()
+	if status != 0 {
+		return status, prob
+	}
 	b := func(from, to float64, findings, timeouts, failures int64) projections.AttemptBucket {
 		return projections.AttemptBucket{FromMS: from, ToMS: &to, Findings: findings, Timeouts: timeouts, Failures: failures}
 	}
-	return http.StatusOK, map[string]any{"from": f.now().Add(-time.Hour), "to": f.now(), "classes": []projections.ServiceTimes{{
+	now := f.now().UTC()
+	return http.StatusOK, map[string]any{"from": now.Add(-window).Truncate(time.Minute), "to": now, "classes": []projections.ServiceTimes{{
 		ContentClass: "caption_suggestion", Attempts: 63, Findings: 55, Timeouts: 5, Failures: 3, TimeoutRate: 5.0 / 63,
 		FindingMS: projections.Percentiles{P50: 420, P90: 1900, P99: 3800}, AttemptMS: projections.Percentiles{P50: 450, P90: 2500, P99: 10000},
 		Buckets: []projections.AttemptBucket{b(256, 304.4, 10, 0, 1), b(362, 430.5, 30, 0, 2), b(1722, 2048, 15, 0, 0), b(9741, 11585, 0, 5, 0)},
@@ -609,21 +799,31 @@ func (f *fakeAPI) sloAttempts(_ http.ResponseWriter, _ *http.Request, _ fakePrin
 // routes and the figures they select; status is not 0 when it refuses
 // what the real server refuses, with the problem to answer. It runs with
 // f.mu held.
-func (f *fakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []projections.ProviderSLO, status int, prob any) {
+func (f *FakeAPI) providerQuery(r *http.Request, series bool) (window, step time.Duration, ps []projections.ProviderSLO, status int, prob any) {
 	q := r.URL.Query()
-	window, err := time.ParseDuration(q.Get("window"))
-	if err != nil || window < time.Minute {
-		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad window", "window")
-		return 0, nil, status, prob
+	def := defaultSLOWindow
+	if series {
+		def = defaultSeriesWindow
+	}
+	if window, status, prob = parseWindow(q.Get("window"), def); status != 0 {
+		return 0, 0, nil, status, prob
+	}
+	if series {
+		if step, status, prob = parseStep(q.Get("step"), window, window/12, f.now()); status != 0 {
+			return 0, 0, nil, status, prob
+		}
+	}
+	if status, prob = f.classProblem(r); status != 0 {
+		return 0, 0, nil, status, prob
 	}
 	provider := q.Get("provider")
 	if provider != "" && !domain.ValidProviderName(provider) {
 		status, prob = problem(http.StatusBadRequest, "invalid-request", "Invalid request", fmt.Sprintf("must be a provider name, got %q", provider), "provider")
-		return 0, nil, status, prob
+		return 0, 0, nil, status, prob
 	}
 	if f.providersDown {
 		status, prob = problem(http.StatusServiceUnavailable, "not-ready", "Not ready", "slo providers: no read models configured", "")
-		return 0, nil, status, prob
+		return 0, 0, nil, status, prob
 	}
 	class := q.Get("content_class")
 	ps = []projections.ProviderSLO{}
@@ -632,15 +832,15 @@ func (f *fakeAPI) providerQuery(r *http.Request) (window time.Duration, ps []pro
 			ps = append(ps, p)
 		}
 	}
-	return window, ps, 0, nil
+	return window, step, ps, 0, nil
 }
 
 // sloProviders is GET /v1/slo/providers: the figures set with
 // setProviders, of the class and provider asked for.
-func (f *fakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	window, ps, status, prob := f.providerQuery(r)
+	window, _, ps, status, prob := f.providerQuery(r, false)
 	if status != 0 {
 		return status, prob
 	}
@@ -656,20 +856,12 @@ func (f *fakeAPI) sloProviders(_ http.ResponseWriter, r *http.Request, _ fakePri
 // steps and none in one step (a gap); a shadow four observations a step,
 // none in step 9 and none compared in step 10 (gaps), one disagreement in
 // step 5.
-func (f *fakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fakePrincipal, _ []byte) (int, any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	window, ps, status, prob := f.providerQuery(r)
+	window, step, ps, status, prob := f.providerQuery(r, true)
 	if status != 0 {
 		return status, prob
-	}
-	step := window / 12
-	if s := r.URL.Query().Get("step"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < time.Minute || d%time.Minute != 0 {
-			return problem(http.StatusBadRequest, "invalid-request", "Invalid request", "bad step", "step")
-		}
-		step = d
 	}
 	from := f.now().Add(-window).UTC().Truncate(step)
 	q := r.URL.Query()
@@ -715,6 +907,6 @@ func (f *fakeAPI) sloProviderSeries(_ http.ResponseWriter, r *http.Request, _ fa
 }
 
 // me is GET /v1/me, the extension of docs/contracts.md §2 the page signs in with.
-func (f *fakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
+func (f *FakeAPI) me(_ http.ResponseWriter, _ *http.Request, who fakePrincipal, _ []byte) (int, any) {
 	return http.StatusOK, map[string]string{"name": who.name, "role": who.role}
 }
