@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/api/view"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -87,44 +88,11 @@ type rawBody struct {
 
 // The wire shapes of docs/contracts.md §2.
 
-// ReviewJSON is the body of GET /v1/reviews/{id}.
-type ReviewJSON struct {
-	ReviewID     string     `json:"review_id"`
-	State        string     `json:"state"`
-	ContentClass string     `json:"content_class"`
-	Attempts     int        `json:"attempts"`
-	Version      uint64     `json:"version"`
-	SubmittedAt  time.Time  `json:"submitted_at"`
-	Deadline     time.Time  `json:"deadline"`
-	DecidedAt    *time.Time `json:"decided_at"`
-	Reasons      []string   `json:"reasons"`
-}
+// ReviewJSON is the body of GET /v1/reviews/{id}: the server's own type.
+type ReviewJSON = view.Review
 
-type queueItemJSON struct {
-	ReviewID       string     `json:"review_id"`
-	ContentClass   string     `json:"content_class"`
-	Reason         string     `json:"reason"`
-	Attempts       int        `json:"attempts"`
-	EscalatedAt    time.Time  `json:"escalated_at"`
-	AgeSeconds     int64      `json:"age_seconds"`
-	ClaimedBy      *string    `json:"claimed_by"`
-	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
-	Priority       int        `json:"priority"`
-	// Four-eyes: the approvals the class needs and the moderators who
-	// gave one.
-	RequiredApprovals int      `json:"required_approvals"`
-	Approvers         []string `json:"approvers"`
-	// Extensions of the moderation-team routes (docs/api.md).
-	Version     uint64     `json:"version"`
-	Round       int        `json:"round"`
-	DueAt       *time.Time `json:"due_at"`
-	SLABreached bool       `json:"sla_breached"`
-	Claims      string     `json:"claims"`
-	Held        bool       `json:"held"`
-	HeldBy      *string    `json:"held_by"`
-	HeldAt      *time.Time `json:"held_at"`
-	HoldNote    *string    `json:"hold_note"`
-}
+// queueItemJSON is an item of GET /v1/manual-queue: the server's own type.
+type queueItemJSON = projections.QueueItem
 
 // EventJSON is one event of GET /v1/reviews/{id}/events.
 type EventJSON struct {
@@ -515,7 +483,7 @@ func (f *FakeAPI) manualQueue(_ http.ResponseWriter, r *http.Request, _ fakePrin
 // ran out, whether its SLA is breached.
 func (f *FakeAPI) itemNow(r *fakeReview, now time.Time) queueItemJSON {
 	it := r.item
-	it.AgeSeconds = int64(now.Sub(it.EscalatedAt) / time.Second)
+	it.AgeSeconds = math.Max(0, math.Round(now.Sub(it.EscalatedAt).Seconds()*1000)/1000)
 	if it.ClaimExpiresAt != nil && !it.ClaimExpiresAt.After(now) {
 		it.ClaimedBy, it.ClaimExpiresAt = nil, nil
 	}
