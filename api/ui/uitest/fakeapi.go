@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/api/view"
+	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
