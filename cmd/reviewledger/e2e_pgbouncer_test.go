@@ -12,6 +12,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/pgbouncer"
+	"github.com/reviewledger/reviewledger/projections"
 )
 
 // bouncerPool is the private PgBouncer's default_pool_size: fewer server
@@ -21,11 +22,12 @@ import (
 const (
 	bouncerPool     = 4
 	pgbouncerBudget = 16
-	// pgbouncerHeld is what serve's roles (api, worker, projector) hold
-	// on the session URL: LISTEN, the sweeper's election, one per
-	// projection, and the session pool.
-	pgbouncerHeld = 1 + 1 + 3 + 1
 )
+
+// pgbouncerHeld is what serve's roles (api, worker, projector) hold on
+// the session URL: LISTEN, the sweeper's election, one per projection,
+// and the session pool.
+var pgbouncerHeld = 1 + 1 + len(projections.Names()) + 1
 
 // TestE2EPgBouncer: serve with DATABASE_URL through a private PgBouncer
 // in transaction pooling mode and REVIEWLEDGER_SESSION_DATABASE_URL
