@@ -244,3 +244,52 @@ func TestE2ECircuitOpensAndCloses(t *testing.T) {
 		}
 	}
 }
+
+// The primary takes the review for asynchronous review (202) and does not
+// call back within its attempt; the fallback decides. The primary's
+// finding that comes after is refused like any late completion (409, a
+// conflicting completion), signed with its own secret, and the review
+// stays as the fallback decided it.
+func TestE2ELateFindingOfTheFailedPrimary(t *testing.T) {
+	t.Parallel()
+	primary, backup := newScriptedProvider(t), newScriptedProvider(t)
+	proc, _ := policyServer(t, fmt.Sprintf(`providers:
+  primary:
+    kind: http
+    url: %s
+    callback_secret_env: E2E_PRIMARY_SECRET
+  backup:
+    kind: http
+    url: %s
+    callback_secret_env: E2E_BACKUP_SECRET
+classes:
+  e2e_failover:
+    budget: 6s
+    attempt_timeout: 1s
+    max_attempts: 3
+    backoff: {initial: 50ms, max: 200ms, jitter: 20ms}
+    on_exhaustion: manual_review
+    priority: 1
+    provider: primary
+    fallbacks: [backup]
+`, primary.URL(), backup.URL()), backup)
+	primary.setTarget(proc.URL)
+	const id = "late-primary"
+	primary.script(id, async(""))
+	proc.submit(t, id, "e2e_failover", content("late"))
+	v := proc.waitSettled(t, id)
+	if v.State != "accepted" || v.DecidedByProvider != "backup" {
+		t.Fatalf("%s is %s decided by %q, want accepted by the fallback: %v", id, v.State, v.DecidedByProvider, eventTypes(proc.events(t, id)))
+	}
+	if got := attemptProviders(t, proc, id); strings.Join(got, ",") != "primary,backup" {
+		t.Fatalf("attempts went to %v, want primary then backup", got)
+	}
+	code, err := primary.sendCallback(id, 1, "rejected", []string{"late"}, time.Now(), e2ePrimaryKey)
+	if err != nil || code != http.StatusConflict {
+		t.Fatalf("the primary's late finding: %d %v, want 409", code, err)
+	}
+	after := proc.waitSettled(t, id)
+	if after.State != "accepted" || after.DecidedByProvider != "backup" || after.Version != v.Version {
+		t.Fatalf("after the late finding: %+v, want it untouched (%+v)", after, v)
+	}
+}
