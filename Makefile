@@ -61,7 +61,7 @@ bench: ## Run the benchmarks: event store (append/insert ratio), projection catc
 	set -o pipefail; REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(--- )?FAIL'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
 	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/engine/
-	$(GO) test -run '^$$' -bench 'DecodeEvent|DecodeSubmit' -benchtime 1s ./domain/ ./api/
+	$(GO) test -run '^$$' -bench 'DecodeEvent|DecodeSubmit' -benchtime 1s ./domain/ ./api/httpapi/
 	$(GO) run ./api/internal/loadgen
 
 .PHONY: bench-e2e
@@ -74,9 +74,9 @@ bench-scale: build ## At scale: one ledger grown to 3,000,000 reviews through th
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders, the review ID parser, the event decoder and the metadata scan briefly (FUZZTIME inputs each, default 20000x).
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./api/httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateReviewID$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/engine/provider/

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/audit"
+	"github.com/reviewledger/reviewledger/api/httpapi"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
@@ -95,9 +95,9 @@ func (c AuditSigningConfig) open(dbs pools, store eventstore.Store, led *ledger.
 	return auditSigning{signer: s}, nil
 }
 
-// checkpoints is api.Deps.Checkpoints: nil without a key, so that the
+// checkpoints is httpapi.Deps.Checkpoints: nil without a key, so that the
 // route answers 503.
-func (a auditSigning) checkpoints() api.Checkpoints {
+func (a auditSigning) checkpoints() httpapi.Checkpoints {
 	if a.signer == nil {
 		return nil
 	}

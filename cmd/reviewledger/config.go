@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/api/httpapi"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -32,8 +32,8 @@ type Config struct {
 	Sweep          string `name:"sweep-interval" env:"REVIEWLEDGER_SWEEP_INTERVAL" default:"5s" help:"How often the deadline sweeper runs."`
 
 	// Filled by Validate.
-	Tokens []api.Token   `kong:"-"`
-	Policy domain.Policy `kong:"-"`
+	Tokens []httpapi.Token `kong:"-"`
+	Policy domain.Policy   `kong:"-"`
 	// Providers are the policy file's named providers (none without one).
 	Providers     map[string]providerSpec `kong:"-"`
 	MaxBodyBytes  int64                   `kong:"-"`
@@ -117,8 +117,8 @@ func (c *Config) validateSecret() error {
 
 // parseTokens parses REVIEWLEDGER_TOKENS with the API's rules and refuses a
 // name used twice.
-func parseTokens(list string) ([]api.Token, error) {
-	tokens, err := api.ParseTokens(list)
+func parseTokens(list string) ([]httpapi.Token, error) {
+	tokens, err := httpapi.ParseTokens(list)
 	if err != nil {
 		return nil, err
 	}

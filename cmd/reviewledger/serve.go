@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/engine/hint"
+	"github.com/reviewledger/reviewledger/api/httpapi"
 	"github.com/reviewledger/reviewledger/api/notify"
 	"github.com/reviewledger/reviewledger/api/queuefeed"
 	"github.com/reviewledger/reviewledger/api/signin"
@@ -191,7 +191,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 		Name: "reviewledger_queue_stream_skipped_events_total",
 		Help: "Ledger events the manual-queue stream left out because they could not be read (a damaged history; audit verify names the review).",
 	}, func() float64 { return float64(feed.Skipped.Load()) }))
-	deps := api.Deps{
+	deps := httpapi.Deps{
 		Ledger:     led,
 		Reviews:    eng,
 		ReadModels: readModels,
@@ -218,7 +218,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 	if sessions != nil {
 		deps.Sessions = sessions
 	}
-	server, err := api.New(api.Config{
+	server, err := httpapi.New(httpapi.Config{
 		Tokens:          tokens,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		ClaimLease:      c.ClaimLease,
@@ -297,7 +297,7 @@ func (c *ServeCmd) Run(ctx context.Context, log *slog.Logger) error {
 // the api role on addr. A process without the api role never needed the
 // address, so when another process (an api beside it) holds it, this one
 // runs without probes and says so instead of failing to start.
-func serveProbes(ctx context.Context, server *api.Server, addr string, log *slog.Logger) error {
+func serveProbes(ctx context.Context, server *httpapi.Server, addr string, log *slog.Logger) error {
 	err := server.ListenAndServeProbes(ctx, addr)
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return err
@@ -346,8 +346,8 @@ func openReadPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool,
 
 // readiness is /readyz: the database answers and no projection lags more
 // than maxLag behind the ledger.
-func readiness(pool *pgxpool.Pool, projector *projections.Runner, maxLag time.Duration) []api.Check {
-	return []api.Check{
+func readiness(pool *pgxpool.Pool, projector *projections.Runner, maxLag time.Duration) []httpapi.Check {
+	return []httpapi.Check{
 		{Name: "database", Check: pool.Ping},
 		{Name: "projections", Check: func(ctx context.Context) error {
 			// The lag in seconds comes from the first event not yet

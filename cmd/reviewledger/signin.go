@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reviewledger/reviewledger/api"
+	"github.com/reviewledger/reviewledger/api/httpapi"
 	"github.com/reviewledger/reviewledger/api/signin"
 )
 
@@ -36,7 +36,7 @@ type SignInConfig struct {
 	RoleMap map[string][]string `kong:"-"`
 }
 
-var roleNames = []string{string(api.RoleSubmitter), string(api.RoleModerator), string(api.RoleAuditor), string(api.RoleAdmin)}
+var roleNames = []string{string(httpapi.RoleSubmitter), string(httpapi.RoleModerator), string(httpapi.RoleAuditor), string(httpapi.RoleAdmin)}
 
 // Validate checks the settings and parses the role map.
 func (c *SignInConfig) Validate() error {
@@ -110,17 +110,17 @@ func (c *SignInConfig) verifier(ctx context.Context) (*signin.Verifier, error) {
 }
 
 // readTokenFile reads and parses REVIEWLEDGER_TOKENS_FILE.
-func readTokenFile(path string) ([]api.Token, error) {
+func readTokenFile(path string) ([]httpapi.Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("REVIEWLEDGER_TOKENS_FILE: %w", err)
 	}
-	return api.ParseTokenFile(string(b))
+	return httpapi.ParseTokenFile(string(b))
 }
 
 // allTokens is REVIEWLEDGER_TOKENS and the file's tokens; a name may not
 // be used twice across both.
-func (c *SignInConfig) allTokens(env []api.Token) ([]api.Token, error) {
+func (c *SignInConfig) allTokens(env []httpapi.Token) ([]httpapi.Token, error) {
 	tokens := slices.Clone(env)
 	if c.TokensFile == "" {
 		return tokens, nil
@@ -130,10 +130,10 @@ func (c *SignInConfig) allTokens(env []api.Token) ([]api.Token, error) {
 		return nil, err
 	}
 	for _, t := range file {
-		if slices.ContainsFunc(tokens, func(e api.Token) bool { return e.Name == t.Name }) {
+		if slices.ContainsFunc(tokens, func(e httpapi.Token) bool { return e.Name == t.Name }) {
 			return nil, fmt.Errorf("REVIEWLEDGER_TOKENS_FILE: name %q is used twice (REVIEWLEDGER_TOKENS or the file)", t.Name)
 		}
-		if slices.ContainsFunc(tokens, func(e api.Token) bool { return e.Secret == t.Secret }) {
+		if slices.ContainsFunc(tokens, func(e httpapi.Token) bool { return e.Secret == t.Secret }) {
 			return nil, fmt.Errorf("REVIEWLEDGER_TOKENS_FILE: the token of %q is used twice (REVIEWLEDGER_TOKENS or the file)", t.Name)
 		}
 		tokens = append(tokens, t)
@@ -144,7 +144,7 @@ func (c *SignInConfig) allTokens(env []api.Token) ([]api.Token, error) {
 // reloadTokens reads the token file again on every SIGHUP until ctx is
 // done. A file that does not parse is logged and the tokens in force are
 // kept.
-func (c *SignInConfig) reloadTokens(ctx context.Context, env []api.Token, server *api.Server, log *slog.Logger) {
+func (c *SignInConfig) reloadTokens(ctx context.Context, env []httpapi.Token, server *httpapi.Server, log *slog.Logger) {
 	if c.TokensFile == "" {
 		return
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/api/engine/hint"
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
+	"github.com/reviewledger/reviewledger/api/httpapi"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations"
@@ -142,15 +142,15 @@ func start(ctx context.Context, cfg Config, dbURL string) (*service, error) {
 		return nil, err
 	}
 	submitter, auditor := "load-submitter-"+randomHex(12), "load-auditor-"+randomHex(12)
-	server, err := api.New(api.Config{
-		Tokens: []api.Token{
-			{Role: api.RoleSubmitter, Name: "load-submitter", Secret: submitter},
-			{Role: api.RoleAuditor, Name: "load-auditor", Secret: auditor},
+	server, err := httpapi.New(httpapi.Config{
+		Tokens: []httpapi.Token{
+			{Role: httpapi.RoleSubmitter, Name: "load-submitter", Secret: submitter},
+			{Role: httpapi.RoleAuditor, Name: "load-auditor", Secret: auditor},
 		},
 		MaxInFlight: cfg.MaxInFlight,
 		Registry:    reg,
 		Logger:      log,
-	}, api.Deps{Ledger: led, Reviews: svc, ReadModels: readModels})
+	}, httpapi.Deps{Ledger: led, Reviews: svc, ReadModels: readModels})
 	if err != nil {
 		_ = sim.Close()
 		store.Close()

@@ -25,8 +25,8 @@ import (
 
 // FakeAPI is an in-memory stand-in for the docs/contracts.md §2 routes the page uses,
 // answering with their exact JSON shapes and problem+json errors. It lets
-// the browser tests run without the real server; package api's contract
-// test (api/uicontract_test.go) checks it against the real server.
+// the browser tests run without the real server; package httpapi's contract
+// test (api/httpapi/uicontract_test.go) checks it against the real server.
 type FakeAPI struct {
 	mu       sync.Mutex
 	now      func() time.Time

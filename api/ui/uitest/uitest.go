@@ -5,8 +5,9 @@
 // a user takes.
 //
 // FakeAPI is an in-memory stand-in for the API routes the page uses. Package
-// api's contract test (api/uicontract_test.go) sends the same requests to it
-// and to the real server and fails on any difference in status or shape.
+// httpapi's contract test (api/httpapi/uicontract_test.go) sends the same
+// requests to it and to the real server and fails on any difference in
+// status or shape.
 //
 // Tests are skipped when no Chromium is installed and the environment
 // variable CI is unset; with CI set, a missing browser fails the test.
