@@ -149,16 +149,21 @@ func (d *providerDelta) missing(r *providerRow) {
 }
 
 func (p providersProjection) apply(ctx context.Context, tx pgx.Tx, t tableSet, events []event) error {
-	ids := make([]string, 0, len(events))
+	// Only the reviews that were open before the batch have a row to load.
+	var ids []string
+	seen := make(map[string]bool)
 	var last time.Time
 	for _, e := range events {
+		last = latest(last, e.recordedAt)
+		if seen[e.reviewID] {
+			continue
+		}
+		seen[e.reviewID] = true
 		if _, opens := e.data.(domain.Submitted); !opens {
 			ids = append(ids, e.reviewID)
 		}
-		last = latest(last, e.recordedAt)
 	}
-	slices.Sort(ids)
-	states, err := loadProviderOpen(ctx, tx, t, slices.Compact(ids))
+	states, err := loadProviderOpen(ctx, tx, t, ids)
 	if err != nil {
 		return err
 	}
