@@ -68,10 +68,18 @@ func reviewIDOf(r *http.Request) string { return r.Header.Get("Idempotency-Key")
 func twoProviderServer(t *testing.T, primary *downProvider, primaryTimeout, circuit string) (*serveProc, *scriptedProvider) {
 	t.Helper()
 	backup := newScriptedProvider(t)
-	policy := fmt.Sprintf(`providers:
+	proc, _ := policyServer(t, failoverPolicyFor(primary.srv.URL+"/moderate", primaryTimeout, circuit, backup.URL()), backup)
+	return proc, backup
+}
+
+// failoverPolicyFor is a policy file routing class e2e_failover to the
+// provider primary at primaryURL (its callbacks signed with
+// E2E_PRIMARY_SECRET, its timeout and circuit as given), then backup.
+func failoverPolicyFor(primaryURL, primaryTimeout, circuit, backupURL string) string {
+	return fmt.Sprintf(`providers:
   primary:
     kind: http
-    url: %s/moderate
+    url: %s
     callback_secret_env: E2E_PRIMARY_SECRET
     timeout: %s
     circuit: %s
@@ -89,9 +97,7 @@ classes:
     priority: 1
     provider: primary
     fallbacks: [backup]
-`, primary.srv.URL, primaryTimeout, circuit, backup.URL())
-	proc, _ := policyServer(t, policy, backup)
-	return proc, backup
+`, primaryURL, primaryTimeout, circuit, backupURL)
 }
 
 // policyServer starts serve with policy as its policy file, the default
@@ -253,26 +259,8 @@ func TestE2ECircuitOpensAndCloses(t *testing.T) {
 func TestE2ELateFindingOfTheFailedPrimary(t *testing.T) {
 	t.Parallel()
 	primary, backup := newScriptedProvider(t), newScriptedProvider(t)
-	proc, _ := policyServer(t, fmt.Sprintf(`providers:
-  primary:
-    kind: http
-    url: %s
-    callback_secret_env: E2E_PRIMARY_SECRET
-  backup:
-    kind: http
-    url: %s
-    callback_secret_env: E2E_BACKUP_SECRET
-classes:
-  e2e_failover:
-    budget: 6s
-    attempt_timeout: 1s
-    max_attempts: 3
-    backoff: {initial: 50ms, max: 200ms, jitter: 20ms}
-    on_exhaustion: manual_review
-    priority: 1
-    provider: primary
-    fallbacks: [backup]
-`, primary.URL(), backup.URL()), backup)
+	// The primary's circuit never opens here: the test is its late answer.
+	proc, _ := policyServer(t, failoverPolicyFor(primary.URL(), "1s", "{min_calls: 100000}", backup.URL()), backup)
 	primary.setTarget(proc.URL)
 	const id = "late-primary"
 	primary.script(id, async(""))
