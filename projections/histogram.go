@@ -71,3 +71,27 @@ func (h *histogram) quantile(q float64) float64 {
 	}
 	return math.Round(estimate(numBuckets-1)*100) / 100
 }
+
+// percentiles are h's p50, p90 and p99; zero for a nil or empty h.
+func (h *histogram) percentiles() Percentiles {
+	if h == nil {
+		return Percentiles{}
+	}
+	return Percentiles{P50: h.quantile(0.50), P90: h.quantile(0.90), P99: h.quantile(0.99)}
+}
+
+// ratio is a / b, 0 when b is.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// ratioOrNil is a / b, nil when b is 0.
+func ratioOrNil(a, b int64) *float64 {
+	if b == 0 {
+		return nil
+	}
+	return ptr(float64(a) / float64(b))
+}

@@ -220,21 +220,6 @@ func (s *ProviderSLO) fill(attempts, shadows *histogram) {
 	sh.LatencyMS = shadows.percentiles()
 }
 
-func (h *histogram) percentiles() Percentiles {
-	if h == nil {
-		return Percentiles{}
-	}
-	return Percentiles{P50: h.quantile(0.50), P90: h.quantile(0.90), P99: h.quantile(0.99)}
-}
-
-// ratio is a / b, 0 when b is.
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
 // ProviderSeries is the body of GET /v1/slo/providers/series: each
 // provider's figures per content class, step by step.
 type ProviderSeries struct {
@@ -330,12 +315,4 @@ func (db *DB) providerSeries(ctx context.Context, window, step time.Duration, cl
 		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.ContentClass, b.ContentClass))
 	})
 	return out, nil
-}
-
-// ratioOrNil is a / b, nil when b is 0.
-func ratioOrNil(a, b int64) *float64 {
-	if b == 0 {
-		return nil
-	}
-	return ptr(float64(a) / float64(b))
 }

@@ -143,10 +143,8 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 	if err != nil {
 		return SLOSummary{}, storeerr.Wrap(ctx, "slo", err)
 	}
-	if out.Total > 0 {
-		out.WithinBudgetRatio = float64(out.CompletedWithinBudget) / float64(out.Total)
-	}
-	out.LatencyMS = Percentiles{P50: hist.quantile(0.50), P90: hist.quantile(0.90), P99: hist.quantile(0.99)}
+	out.WithinBudgetRatio = ratio(out.CompletedWithinBudget, out.Total)
+	out.LatencyMS = hist.percentiles()
 	if oldest != nil {
 		out.ManualQueue.OldestAgeSeconds = seconds(now.Sub(*oldest))
 	}

@@ -305,16 +305,14 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 			}
 			w.submitted, w.completed, w.escalated, w.concluded = w.submitted+t.submitted, w.completed+t.completed, w.escalated+t.escalated, w.concluded+t.concluded
 		}
-		if p.Total > 0 {
-			p.WithinBudgetRatio = ptr(float64(p.CompletedWithinBudget) / float64(p.Total))
-		}
+		p.WithinBudgetRatio = ratioOrNil(p.CompletedWithinBudget, p.Total)
 		b := budget(tallies[i], db.objective)
 		p.Concluded, p.Missed = b.Concluded, b.Missed
 		if b.Allowed > 0 {
 			p.BurnRate = ptr(b.SpentRatio)
 		}
 		p.ErrorBudgetRemaining = budget(windowTally, db.objective).RemainingRatio
-		p.LatencyMS = Percentiles{P50: hists[i].quantile(0.5), P90: hists[i].quantile(0.9), P99: hists[i].quantile(0.99)}
+		p.LatencyMS = hists[i].percentiles()
 	}
 	if class != "" {
 		out.Objective = db.objective(class)
