@@ -203,8 +203,17 @@ func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte
 	if n, _, _, _ := snap.InFlight(); n == cb.Attempt && by != nil && !slices.Contains(by, snap.InFlightProvider()) {
 		return fmt.Errorf("callback for attempt %d of provider %q signed with another provider's secret: %w", n, snap.InFlightProvider(), provider.ErrInvalidSignature)
 	}
-	now := e.clock.Now()
-	events, err := snap.RecordFinding(f, domain.SourceCallback, now)
+	var now time.Time
+	done, step, err := e.commands.Run(ctx, reviewID, snap, actorProvider, func(rv *ledger.Snapshot, at time.Time) (ledger.Step, error) {
+		now = at
+		events, err := rv.RecordFinding(f, domain.SourceCallback, at)
+		if err != nil {
+			return ledger.Step{}, err
+		}
+		// At the revision of the in-flight AttemptStarted: anything
+		// appended since fails the write.
+		return ledger.Step{Events: events, Work: &work.Change{Op: work.Release, ReviewID: reviewID}}, nil
+	})
 	c := domain.Conflict{Attempt: cb.Attempt, Source: domain.SourceCallback, State: f.State}
 	switch {
 	case errors.Is(err, domain.ErrNotPending):
@@ -213,21 +222,14 @@ func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte
 	case errors.Is(err, domain.ErrAttemptNotInFlight):
 		c.Reason, c.Detail = domain.ConflictAttemptNotInFlight, "attempt is not the one in flight"
 		return e.refuseCallback(ctx, snap.Review, c)
+	case errors.Is(err, eventstore.ErrWrongExpectedVersion):
+		c.Reason, c.Detail = domain.ConflictWrongExpectedVersion, "review moved before the finding was committed"
+		return e.callbackConflict(ctx, reviewID, c)
 	case err != nil:
 		return err
 	}
-	// snap is at the revision of the in-flight AttemptStarted: anything
-	// appended since fails this append.
-	done, err := e.ledger.AppendWith(ctx, snap, actorProvider, work.Change{Op: work.Release, ReviewID: reviewID}, events...)
-	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-		c.Reason, c.Detail = domain.ConflictWrongExpectedVersion, "review moved before the finding was committed"
-		return e.callbackConflict(ctx, reviewID, c)
-	}
-	if err != nil {
-		return err
-	}
 	e.forget(reviewID)
-	e.recorded(done.Review, events, now, actorProvider)
+	e.recorded(done.Review, step.Events, now, actorProvider)
 	return nil
 }
 

@@ -52,8 +52,9 @@ var (
 type Config struct {
 	Policy domain.Policy
 	// Store keeps the work records, content and callback deliveries;
-	// Ledger must be built on it (ledger.Options{Committer: Store}), so
-	// that a review's events and its record change together.
+	// Ledger commits through it (ledger.Options{Committer: Store}), so
+	// that a review's events and its record change together: New refuses
+	// a Ledger that does not.
 	Store  work.Store
 	Ledger *ledger.Ledger
 	// Provider is the default provider (domain.DefaultProvider), the one
@@ -166,6 +167,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Store == nil || c.Ledger == nil || c.Provider == nil || c.Hints == nil:
 		return bad("engine: Store, Ledger, Provider and Hints are required")
+	case !c.Ledger.CommitsThrough(c.Store):
+		return bad("engine: Ledger must commit through Store (work.Store's Ledger method builds one), so that a review's events and its record change together")
 	case c.Calls < 1:
 		return bad("REVIEWLEDGER_WORKERS must be at least 1, got %d", c.Calls)
 	case c.Lease < 100*time.Millisecond:
@@ -184,12 +187,15 @@ func (c Config) Validate() error {
 
 // Engine is the review engine. Create it with New; Run works the reviews.
 type Engine struct {
-	cfg     Config
-	ledger  *ledger.Ledger
-	store   work.Store
-	log     *slog.Logger
-	clock   Clock
-	metrics *metrics
+	cfg    Config
+	ledger *ledger.Ledger
+	// commands writes every step, finding and requeue (the application
+	// service over the ledger).
+	commands ledger.Commands
+	store    work.Store
+	log      *slog.Logger
+	clock    Clock
+	metrics  *metrics
 	// upstreams are the providers by name, the default one included.
 	upstreams map[string]*upstream
 	signers   []signerGroup // the callback secrets
@@ -245,6 +251,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:       cfg,
 		ledger:    cfg.Ledger,
+		commands:  ledger.Commands{Ledger: cfg.Ledger, Now: cfg.Clock.Now},
 		store:     cfg.Store,
 		log:       cfg.Logger,
 		clock:     cfg.Clock,

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,8 +13,11 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
+	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
 
 // twoProviders routes class "c" to primary, then backup; h.prov (the
@@ -140,5 +145,20 @@ func TestAClassNamingAnUnconfiguredProviderIsRefused(t *testing.T) {
 	_, err := newUpstreams(cfg)
 	if err == nil || err.Error() != `class "c": no provider named "nowhere" is configured: `+ErrInvalidConfig.Error() {
 		t.Fatalf("newUpstreams = %v, want the class and provider named", err)
+	}
+}
+
+func TestALedgerThatDoesNotCommitThroughTheStoreIsRefused(t *testing.T) {
+	t.Parallel()
+	events := memstore.New()
+	store := memwork.New(events)
+	cfg := inProcess(Config{Policy: testPolicy(), Store: store, Ledger: ledger.New(events), Provider: acceptsAsync{}})
+	cfg.setDefaults()
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Ledger must commit through Store") {
+		t.Fatalf("Validate = %v, want the ledger refused", err)
+	}
+	cfg.Ledger = store.Ledger(ledger.GroupCommit{})
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate of the store's own ledger = %v", err)
 	}
 }

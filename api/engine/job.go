@@ -489,7 +489,10 @@ func (e *Engine) commit(ctx context.Context, j *job, p plan) (*ledger.Snapshot, 
 		change.Op = work.Release
 	}
 	if len(p.events) > 0 {
-		return e.ledger.AppendWith(ctx, j.snap, p.actor, change, p.events...)
+		next, _, err := e.commands.Run(ctx, j.id, j.snap, p.actor, func(*ledger.Snapshot, time.Time) (ledger.Step, error) {
+			return ledger.Step{Events: p.events, Work: &change}, nil // planned on j.snap
+		})
+		return next, err
 	}
 	switch change.Op {
 	case work.Park:

@@ -26,13 +26,13 @@ type claimsAfterPark struct {
 	claimed atomic.Bool
 }
 
-func (c *claimsAfterPark) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+func (c *claimsAfterPark) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []*work.Change) ([]eventstore.StreamResult, error) {
 	results, err := c.Store.Commit(ctx, appends, effects)
 	if err != nil {
 		return results, err
 	}
 	for _, ef := range effects {
-		if ch, ok := ef.(work.Change); ok && ch.Op == work.Park && c.claimed.CompareAndSwap(false, true) {
+		if ef != nil && ef.Op == work.Park && c.claimed.CompareAndSwap(false, true) {
 			c.claim()
 			break
 		}
@@ -69,9 +69,9 @@ func (p *heldAtCall) Call(_ context.Context, req provider.Request) provider.Resu
 // left held by it and worked by none would stay so far beyond the tests'
 // limits. Class c's reviews have budget; the sweeper takes them once it
 // has passed.
-func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, committer ledger.Committer, prov provider.Provider, budget time.Duration) (*Engine, *ledger.Ledger) {
+func reclaimEngine(t *testing.T, events eventstore.Store, store work.Store, prov provider.Provider, budget time.Duration) (*Engine, *ledger.Ledger) {
 	t.Helper()
-	led := ledger.New(events, ledger.Options{Committer: committer})
+	led := ledger.New(events, ledger.Options{Committer: store})
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
 		Budget: budget, AttemptTimeout: min(5*time.Second, budget/3), MaxAttempts: 3,
 		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
@@ -116,7 +116,7 @@ func TestAParkClaimedBeforeItsJobParksIsWorked(t *testing.T) {
 				ws = heldUnextended{store}
 			}
 			prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
-			e, led := reclaimEngine(t, events, ws, store, prov, 30*time.Second)
+			e, led := reclaimEngine(t, events, ws, prov, 30*time.Second)
 			if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: id, ContentClass: "c", Content: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestAClaimBeforeAParkLeavesTheJobParked(t *testing.T) {
 	}
 	// By the time the job learns it does not hold the record, the record
 	// is due: a job that went on would start the next attempt unheld.
-	e, led := reclaimEngine(t, events, slowRenew{store}, store, prov, 30*time.Second)
+	e, led := reclaimEngine(t, events, slowRenew{store}, prov, 30*time.Second)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-2", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestAParkSweptBeforeItsJobParksIsEscalatedByTheSweeper(t *testing.T) {
 		swept.Add(int64(n))
 	}
 	prov := &heldAtCall{store: store.Store, owner: func() string { return e.cfg.Owner }}
-	e, led := reclaimEngine(t, events, store, store, prov, 300*time.Millisecond)
+	e, led := reclaimEngine(t, events, store, prov, 300*time.Millisecond)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "reclaim-3", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

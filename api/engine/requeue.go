@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/domain"
@@ -18,8 +19,10 @@ import (
 // Errors: those of the append (eventstore.ErrWrongExpectedVersion when the
 // review moved on meanwhile).
 func (e *Engine) Requeue(ctx context.Context, snap *ledger.Snapshot, ev domain.Requeued, by ledger.Actor) (*ledger.Snapshot, error) {
-	change := work.Change{Op: work.Reopen, ReviewID: ev.ReviewID, Deadline: ev.Deadline, At: e.clock.Now()}
-	next, err := e.ledger.AppendWith(ctx, snap, by, change, ev)
+	next, _, err := e.commands.Run(ctx, ev.ReviewID, snap, by, func(_ *ledger.Snapshot, now time.Time) (ledger.Step, error) {
+		change := work.Change{Op: work.Reopen, ReviewID: ev.ReviewID, Deadline: ev.Deadline, At: now}
+		return ledger.Step{Events: []domain.Event{ev}, Work: &change}, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("requeue %s: %w", ev.ReviewID, err)
 	}

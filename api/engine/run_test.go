@@ -402,7 +402,7 @@ func (f *flaky) fail() bool {
 	return false
 }
 
-func (f *flaky) Commit(ctx context.Context, a []eventstore.StreamAppend, eff []any) ([]eventstore.StreamResult, error) {
+func (f *flaky) Commit(ctx context.Context, a []eventstore.StreamAppend, eff []*work.Change) ([]eventstore.StreamResult, error) {
 	if f.fail() {
 		return nil, errFlaky
 	}

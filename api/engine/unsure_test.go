@@ -35,7 +35,7 @@ type unsureCommits struct {
 	meanwhile func() // run as the batch fails, when set
 }
 
-func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+func (c *unsureCommits) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []*work.Change) ([]eventstore.StreamResult, error) {
 	found, excluded := false, false
 	for _, a := range appends {
 		for _, ev := range a.Events {
@@ -313,7 +313,7 @@ func TestAnUnsureReleaseLeavesARequeuedRoundsRecord(t *testing.T) {
 			return
 		}
 		reopen := work.Change{Op: work.Reopen, ReviewID: "unsure-r1", Deadline: ev.Deadline, At: time.Now()}
-		if _, err := moderator.AppendWith(context.WithoutCancel(ctx), snap, ledger.Actor{Name: "mod"}, reopen, ev); err != nil {
+		if _, err := moderator.Write(context.WithoutCancel(ctx), snap, ledger.Actor{Name: "mod"}, ledger.Step{Events: []domain.Event{ev}, Work: &reopen}); err != nil {
 			t.Error(err)
 		}
 	}

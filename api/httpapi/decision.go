@@ -73,12 +73,12 @@ func (s *Server) decide(c echo.Context) error {
 	// but not what the moderator decides on: the decision is asked again
 	// on the review as it then stands, and refused (409) only when the
 	// review itself changed.
-	next, err = s.appendRetried(ctx, id, actor(c), rv, func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error) {
+	next, _, err = s.commands.Coordinate(ctx, id, rv, actor(c), func(rv *ledger.Snapshot, now time.Time) (ledger.Step, error) {
 		events, err := rv.DecideManually(decision, now)
 		if err != nil {
-			return nil, fmt.Errorf("decide review %q: %w", id, err)
+			return ledger.Step{}, fmt.Errorf("decide review %q: %w", id, err)
 		}
-		return events, nil
+		return ledger.Step{Events: events}, nil
 	})
 	if err != nil {
 		return err

@@ -19,9 +19,10 @@ type Ledger interface {
 	// History reads a review's stored events in revision order;
 	// domain.ErrReviewNotFound when there are none.
 	History(ctx context.Context, reviewID string) (*ledger.History, error)
-	// Append appends events expecting the stream at rv's version; the error
-	// matches eventstore.ErrWrongExpectedVersion when it moved.
-	Append(ctx context.Context, rv *ledger.Snapshot, actor ledger.Actor, events ...domain.Event) (*ledger.Snapshot, error)
+	// Write appends a command's step expecting the stream at rv's
+	// version; the error matches eventstore.ErrWrongExpectedVersion when
+	// it moved. The moderator commands write through ledger.Commands.
+	Write(ctx context.Context, rv *ledger.Snapshot, by ledger.Actor, s ledger.Step) (*ledger.Snapshot, error)
 }
 
 // Reviews is the review engine (*engine.Engine): submissions and callbacks.

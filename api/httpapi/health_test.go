@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -74,7 +73,7 @@ func (failingLedger) History(context.Context, string) (*ledger.History, error) {
 	panic("history exploded")
 }
 
-func (failingLedger) Append(context.Context, *ledger.Snapshot, ledger.Actor, ...domain.Event) (*ledger.Snapshot, error) {
+func (failingLedger) Write(context.Context, *ledger.Snapshot, ledger.Actor, ledger.Step) (*ledger.Snapshot, error) {
 	return nil, errInternal
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,60 +10,29 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/domain"
-	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
-
-// coordinationTries bounds how often a claim, release or hold is tried
-// again when another append to the review won the race: the command is
-// asked again on the review as it then stands, so the loser gets the
-// answer the winner's event calls for (claimed-by-other, not-held, …).
-const coordinationTries = 3
 
 // command returns the event to append to the review as it stands at now.
 type command func(rv *ledger.Snapshot, now time.Time) (domain.Event, error)
 
-// appendCommand loads the review, asks cmd for its event and appends it at
-// the version loaded, trying again when the review moved meanwhile.
+// appendCommand runs a moderator's command that coordinates (a claim, a
+// release, a hold) through the application service: the review is
+// loaded, cmd asked for its event, the event appended at the version
+// loaded, and cmd asked again on the review as it then stands when
+// another append won the race (ledger.Commands.Coordinate).
 func (s *Server) appendCommand(ctx context.Context, id string, by ledger.Actor, cmd command) (*ledger.Snapshot, domain.Event, error) {
-	var e domain.Event
-	next, err := s.appendRetried(ctx, id, by, nil, func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error) {
-		var err error
-		if e, err = cmd(rv, now); err != nil {
-			return nil, fmt.Errorf("review %q: %w", id, err)
+	next, step, err := s.commands.Coordinate(ctx, id, nil, by, func(rv *ledger.Snapshot, now time.Time) (ledger.Step, error) {
+		e, err := cmd(rv, now)
+		if err != nil {
+			return ledger.Step{}, fmt.Errorf("review %q: %w", id, err)
 		}
-		return []domain.Event{e}, nil
+		return ledger.Step{Events: []domain.Event{e}}, nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return next, e, nil
-}
-
-// appendRetried appends the events decide asks for on the review, rv (or
-// the review loaded now when rv is nil), at its version; when another
-// append won the race, decide is asked again on the review as it then
-// stands, coordinationTries times in all. decide's errors are returned as
-// they are.
-func (s *Server) appendRetried(ctx context.Context, id string, by ledger.Actor, rv *ledger.Snapshot,
-	decide func(rv *ledger.Snapshot, now time.Time) ([]domain.Event, error)) (*ledger.Snapshot, error) {
-	for try := 0; ; try++ {
-		if rv == nil {
-			var err error
-			if rv, err = s.deps.Ledger.Load(ctx, id); err != nil {
-				return nil, err
-			}
-		}
-		events, err := decide(rv, s.cfg.Now())
-		if err != nil {
-			return nil, err
-		}
-		next, err := s.deps.Ledger.Append(ctx, rv, by, events...)
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || try+1 == coordinationTries {
-			return next, err
-		}
-		rv = nil
-	}
+	return next, step.Events[0], nil
 }
 
 // claimView is the answer of a claim.

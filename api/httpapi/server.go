@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reviewledger/reviewledger/api/signin"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
 // Deps are what the server calls. Ledger and Reviews are required; routes
@@ -73,6 +74,7 @@ type Deps struct {
 type Server struct {
 	cfg      Config
 	deps     Deps
+	commands ledger.Commands // every moderator command's write
 	log      *slog.Logger
 	auth     atomic.Pointer[authenticator] // swapped by SetTokens
 	echo     *echo.Echo
@@ -112,6 +114,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		deps:     deps,
+		commands: ledger.Commands{Ledger: deps.Ledger, Now: cfg.Now},
 		log:      cfg.Logger,
 		metrics:  m,
 		problems: problemTable,

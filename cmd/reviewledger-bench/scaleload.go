@@ -194,7 +194,7 @@ func (w *loadWriter) review(ctx context.Context, i int) (domain.State, int64, er
 	n := int64(2)
 	now := at.Add(time.Duration(20+w.rng.IntN(400)) * time.Millisecond)
 	appendStep := func(actor ledger.Actor, change work.Change, evs ...domain.Event) error {
-		next, err := w.l.AppendWith(ctx, rv, actor, change, evs...)
+		next, err := w.l.Write(ctx, rv, actor, ledger.Step{Events: evs, Work: &change})
 		if err != nil {
 			return err
 		}

@@ -12,26 +12,26 @@ import (
 // Committer writes one group commit.
 type Committer interface {
 	// Commit appends to every stream of appends whose expected revision
-	// holds, and applies effects[i] if and only if appends[i] is written:
+	// holds, and applies changes[i] if and only if appends[i] is written:
 	// in the same transaction where the backend can, otherwise in an order
 	// that never leaves a written stream without its effect's
 	// preconditions (the Committer documents which). results[i] belongs to
-	// appends[i]; effects[i] may be nil. An error is for the call as a
+	// appends[i]; changes[i] is nil when the append has none. An error is for the call as a
 	// whole: any subset may have been written, and writing the same events
 	// again is idempotent. An idempotent re-append (its events stored
 	// already) is not written, but a Committer that only sees the store's
-	// results cannot tell it from one that is, and may apply its effect
+	// results cannot tell it from one that is, and may apply its change
 	// again (memwork, pgwork's ordered committer): the Ledger never makes
 	// one, every append's events having IDs of their own (a write left
 	// unsure is learned with Landed, not made again).
-	Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error)
+	Commit(ctx context.Context, appends []eventstore.StreamAppend, changes []*WorkChange) ([]eventstore.StreamResult, error)
 }
 
 // storeCommitter writes through the store's AppendMulti; it applies no
 // effects (the Ledger refuses them before they get here).
 type storeCommitter struct{ store eventstore.Store }
 
-func (c storeCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (c storeCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []*WorkChange) ([]eventstore.StreamResult, error) {
 	return c.store.AppendMulti(ctx, appends...)
 }
 
@@ -90,7 +90,7 @@ type groupCommit struct {
 
 type request struct {
 	append eventstore.StreamAppend
-	effect any
+	change *WorkChange
 	done   chan outcome // buffered: the writer never waits for the caller
 }
 
@@ -107,8 +107,8 @@ func newGroupCommit(c Committer, cfg GroupCommit) *groupCommit {
 // append queues one stream's append and waits for its outcome. When ctx
 // ends first, an append still queued is withdrawn (nothing written); one
 // already being written may still be.
-func (g *groupCommit) append(ctx context.Context, a eventstore.StreamAppend, effect any) (eventstore.AppendResult, error) {
-	r := &request{append: a, effect: effect, done: make(chan outcome, 1)}
+func (g *groupCommit) append(ctx context.Context, a eventstore.StreamAppend, change *WorkChange) (eventstore.AppendResult, error) {
+	r := &request{append: a, change: change, done: make(chan outcome, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
 	start := g.writing < g.cfg.Flushes
@@ -219,13 +219,13 @@ func (g *groupCommit) done(batch []*request) {
 
 func (g *groupCommit) flush(batch []*request) {
 	appends := make([]eventstore.StreamAppend, len(batch))
-	effects := make([]any, len(batch))
+	changes := make([]*WorkChange, len(batch))
 	for i, r := range batch {
-		appends[i], effects[i] = r.append, r.effect
+		appends[i], changes[i] = r.append, r.change
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Timeout)
 	g.begin(&batch)
-	results, err := g.commit.Commit(ctx, appends, effects)
+	results, err := g.commit.Commit(ctx, appends, changes)
 	cancel()
 	if err == nil && len(results) != len(batch) {
 		err = fmt.Errorf("ledger: committer answered %d results for %d appends", len(results), len(batch))

@@ -23,7 +23,7 @@ type gatedCommitter struct {
 	started chan struct{}
 }
 
-func (c *gatedCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (c *gatedCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []*WorkChange) ([]eventstore.StreamResult, error) {
 	c.first.Do(func() {
 		close(c.started)
 		<-c.gate
@@ -121,7 +121,7 @@ type orderCommitter struct {
 	written []string
 }
 
-func (c *orderCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (c *orderCommitter) Commit(_ context.Context, appends []eventstore.StreamAppend, _ []*WorkChange) ([]eventstore.StreamResult, error) {
 	for _, a := range appends {
 		if a.Events[0].Type == c.hold {
 			close(c.held)

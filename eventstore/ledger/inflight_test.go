@@ -25,7 +25,7 @@ type gatedCommitter struct {
 	release   chan struct{}
 }
 
-func (g *gatedCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (g *gatedCommitter) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []*ledger.WorkChange) ([]eventstore.StreamResult, error) {
 	res, err := g.store.AppendMulti(ctx, appends...)
 	if g.armed.CompareAndSwap(true, false) {
 		close(g.committed)

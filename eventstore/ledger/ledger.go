@@ -29,7 +29,7 @@ type Ledger struct {
 	cache *snapshots
 	// policies holds the policy snapshots Submitted events name.
 	policies *Policies
-	// effects reports whether the committer applies effects.
+	// effects reports whether the committer applies work changes.
 	effects bool
 	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
 	// the event ID index cheap to insert into. Tests may set it.
@@ -39,8 +39,8 @@ type Ledger struct {
 // Options tune a Ledger. The zero value is the default.
 type Options struct {
 	// Committer writes each group commit. Default: the store's
-	// AppendMulti, which applies no effects (AppendWith and CreateWith
-	// with an effect then fail with ErrNoEffects).
+	// AppendMulti, which applies no work changes (Write, CreateWith and
+	// CreateThen with one then fail with ErrNoEffects).
 	Committer Committer
 	// GroupCommit shapes the batches.
 	GroupCommit GroupCommit
@@ -60,6 +60,10 @@ func New(store eventstore.Store, opts ...Options) *Ledger {
 	l.watch.kept = l.cache
 	return l
 }
+
+// CommitsThrough reports whether the ledger writes its group commits
+// through c: whether its appends' work changes are c's to apply.
+func (l *Ledger) CommitsThrough(c Committer) bool { return l.group.commit == c }
 
 // Store returns the underlying event store.
 func (l *Ledger) Store() eventstore.Store { return l.store }
@@ -105,21 +109,21 @@ type Actor struct {
 	TraceParent string
 }
 
-// ErrNoEffects: an effect was given to a ledger whose committer applies
-// none (Options.Committer unset).
+// ErrNoEffects: a work change was given to a ledger whose committer
+// applies none (Options.Committer unset).
 var ErrNoEffects = errors.New("ledger: this ledger's committer applies no effects")
 
 // Create appends the first event of a new review. When the review already
 // exists the error matches eventstore.ErrWrongExpectedVersion; the caller
 // loads it and compares (domain.Review.SameSubmission).
 func (l *Ledger) Create(ctx context.Context, e domain.Submitted, actor Actor) (*Snapshot, error) {
-	return l.CreateWith(ctx, e, actor, nil)
+	return l.append(ctx, &Snapshot{Review: &domain.Review{}}, eventstore.NoStream, actor, nil, e)
 }
 
-// CreateWith is Create with an effect (see Committer), applied if and only
-// if the review is created.
-func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor, effect any) (*Snapshot, error) {
-	return l.append(ctx, &Snapshot{Review: &domain.Review{}}, eventstore.NoStream, actor, effect, e)
+// CreateWith is Create with the change to the review's work record (see
+// Committer), applied if and only if the review is created.
+func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor, change WorkChange) (*Snapshot, error) {
+	return l.append(ctx, &Snapshot{Review: &domain.Review{}}, eventstore.NoStream, actor, &change, e)
 }
 
 // CreateThen creates a review as CreateWith does and appends then, the
@@ -128,8 +132,8 @@ func (l *Ledger) CreateWith(ctx context.Context, e domain.Submitted, actor Actor
 // from the start), one commit instead of two. It returns the review as
 // its Submitted event left it (what its submitter is answered) and as the
 // whole write left it (what its owner goes on from).
-func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor, effect any, by Actor, then ...domain.Event) (created, current *Snapshot, err error) {
-	if effect != nil && !l.effects {
+func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor, change WorkChange, by Actor, then ...domain.Event) (created, current *Snapshot, err error) {
+	if !l.effects {
 		return nil, nil, ErrNoEffects
 	}
 	if err := l.putPolicies(ctx, []domain.Event{e}); err != nil {
@@ -145,7 +149,7 @@ func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor
 		return nil, nil, err
 	}
 	events := append([]domain.Event{e}, then...)
-	if err := l.write(ctx, stream, eventstore.NoStream, append(data, more...), effect, e.ReviewID, current, events); err != nil {
+	if err := l.write(ctx, stream, eventstore.NoStream, append(data, more...), &change, e.ReviewID, current, events); err != nil {
 		return nil, nil, err
 	}
 	return created, current, nil
@@ -157,24 +161,21 @@ func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor
 // written. This is how a late finding fails instead of overwriting a newer
 // state.
 func (l *Ledger) Append(ctx context.Context, snap *Snapshot, actor Actor, events ...domain.Event) (*Snapshot, error) {
-	return l.AppendWith(ctx, snap, actor, nil, events...)
+	return l.appendTo(ctx, snap, actor, nil, events...)
 }
 
-// AppendWith is Append with an effect (see Committer), applied if and only
-// if the events are written. An append of no events writes nothing and
-// applies nothing.
-func (l *Ledger) AppendWith(ctx context.Context, snap *Snapshot, actor Actor, effect any, events ...domain.Event) (*Snapshot, error) {
+func (l *Ledger) appendTo(ctx context.Context, snap *Snapshot, actor Actor, change *WorkChange, events ...domain.Event) (*Snapshot, error) {
 	if !snap.Exists() {
 		return nil, fmt.Errorf("append to review %q: %w", snap.ID(), domain.ErrReviewNotFound)
 	}
-	return l.append(ctx, snap, eventstore.Exact(snap.Version()), actor, effect, events...)
+	return l.append(ctx, snap, eventstore.Exact(snap.Version()), actor, change, events...)
 }
 
-func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore.ExpectedRevision, actor Actor, effect any, events ...domain.Event) (*Snapshot, error) {
+func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore.ExpectedRevision, actor Actor, change *WorkChange, events ...domain.Event) (*Snapshot, error) {
 	if len(events) == 0 {
 		return snap, nil
 	}
-	if effect != nil && !l.effects {
+	if change != nil && !l.effects {
 		return nil, ErrNoEffects
 	}
 	id := reviewIDOf(events[0], snap)
@@ -186,7 +187,7 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	if err != nil {
 		return nil, err
 	}
-	if err := l.write(ctx, stream, expected, data, effect, id, next, events); err != nil {
+	if err := l.write(ctx, stream, expected, data, change, id, next, events); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -195,11 +196,11 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 // write appends the encoded events of one review through the group
 // commit, then keeps the snapshot they lead to and tells the review's
 // waiters when the events may have ended its automated path.
-func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, effect any, id string, next *Snapshot, events []domain.Event) error {
+func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.ExpectedRevision, data []eventstore.EventData, change *WorkChange, id string, next *Snapshot, events []domain.Event) error {
 	seen := l.epoch()
 	revs := revisions{first: next.Version() + 1 - uint64(len(data)), last: next.Version()}
 	l.cache.begin(id, revs)
-	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, effect); err != nil {
+	if _, err := l.group.append(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: data}, change); err != nil {
 		if l.cache.abandoned(id, revs) {
 			// The watcher read events of this write, which may be stored,
 			// and relied on it to keep them: the snapshot kept may miss

@@ -23,7 +23,7 @@ type lostAnswers struct {
 	write bool
 }
 
-func (c *lostAnswers) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (c *lostAnswers) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []*ledger.WorkChange) ([]eventstore.StreamResult, error) {
 	if !c.armed.CompareAndSwap(true, false) {
 		return c.store.AppendMulti(ctx, appends...)
 	}
@@ -124,7 +124,7 @@ type slowBatch struct {
 	armed atomic.Bool
 }
 
-func (c *slowBatch) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []any) ([]eventstore.StreamResult, error) {
+func (c *slowBatch) Commit(ctx context.Context, appends []eventstore.StreamAppend, _ []*ledger.WorkChange) ([]eventstore.StreamResult, error) {
 	if c.armed.CompareAndSwap(true, false) {
 		close(c.held)
 		<-c.gate

@@ -7,7 +7,7 @@
 // A work record is created with the review's Submitted event and deleted
 // with its last automated event, through the ledger: the adapters'
 // Committer applies a Change given as the effect of a ledger append
-// (ledger.AppendWith) if and only if the append is written.
+// (ledger.Commands, ledger.Ledger.Write) if and only if the append is written.
 package work
 
 import (
@@ -34,11 +34,7 @@ type Record struct {
 }
 
 // Payload is a review's stored content.
-type Payload struct {
-	Digest      string // "sha256:<hex>", as the Submitted event records it
-	ContentType string
-	Content     []byte
-}
+type Payload = ledger.Payload
 
 // Claimed is a record taken by a Claim, with the review's content (nil
 // when none is stored).
@@ -48,43 +44,28 @@ type Claimed struct {
 }
 
 // Op is what a Change does to a work record.
-type Op int
+type Op = ledger.WorkOp
 
+// The ops of a Change (ledger.WorkOp).
 const (
 	// Keep leaves the record as it is (an attempt starting under a lease).
-	Keep Op = iota
+	Keep = ledger.WorkKeep
 	// Create stores the content and the record of a review being created.
-	Create
+	Create = ledger.WorkCreate
 	// Park gives up the owner's lease and makes the record due at Until,
 	// awaiting a callback for attempt Awaiting when that is not 0.
-	Park
+	Park = ledger.WorkPark
 	// Release deletes the record: the review left the automated path.
-	Release
+	Release = ledger.WorkRelease
 	// Reopen writes the record of a review a moderator sent back to the
-	// automated path (Requeued): due at At, with the round's Deadline and
-	// no owner. The content is the one stored at creation.
-	Reopen
+	// automated path (Requeued), due at At with the round's Deadline.
+	Reopen = ledger.WorkReopen
 )
 
 // Change is the effect on its work record of an append to a review's
-// stream, given to ledger.AppendWith or ledger.CreateWith.
-type Change struct {
-	Op       Op
-	ReviewID string
-	// Owner: for Create the process that holds the new review ("": none);
-	// for Park the owner giving up its lease (nothing changes when another
-	// holds the record).
-	Owner string
-	// Create: the deadline, the content, when it is stored, and for an
-	// owned record the lease's end. Reopen: the deadline and At.
-	Deadline   time.Time
-	Payload    Payload
-	At         time.Time
-	LeaseUntil time.Time
-	// Park: when the record is due again and the attempt awaited.
-	Until    time.Time
-	Awaiting int
-}
+// stream, given with a ledger.Step or to ledger.CreateWith: the ledger's
+// typed effect, applied by the Store's Committer.
+type Change = ledger.WorkChange
 
 // Query selects the records a Claim takes: due at Now (DueAt not after
 // it) and not held by a live lease (none, or one that ended before Now).

@@ -51,7 +51,7 @@ func (s *Store) Atomic() bool { return true }
 
 // Commit implements ledger.Committer: the appends, then each written
 // stream's Change, under the store's lock.
-func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []*work.Change) ([]eventstore.StreamResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	results, err := s.events.AppendMulti(ctx, appends...)
@@ -59,8 +59,8 @@ func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, e
 		return nil, err
 	}
 	for i, r := range results {
-		if c, ok := effects[i].(work.Change); ok && r.Err == nil {
-			s.apply(c)
+		if c := effects[i]; c != nil && r.Err == nil {
+			s.apply(*c)
 		}
 	}
 	return results, nil

@@ -20,7 +20,7 @@ import (
 // should pgstore fall back to appending stream by stream, each
 // transaction applies only its own streams' changes). With another ledger,
 // see commitOrdered.
-func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []*work.Change) ([]eventstore.StreamResult, error) {
 	changes, err := changesOf(appends, effects)
 	if err != nil {
 		return nil, err
@@ -38,24 +38,17 @@ type change struct {
 	index   int // of its append
 }
 
-func changesOf(appends []eventstore.StreamAppend, effects []any) ([]change, error) {
+func changesOf(appends []eventstore.StreamAppend, effects []*work.Change) ([]change, error) {
 	var out []change
-	for i, e := range effects {
-		if e == nil {
-			continue
-		}
-		c, ok := e.(work.Change)
-		if !ok {
-			return nil, fmt.Errorf("pgwork: effect %T is not a work.Change", e)
-		}
-		if c.Op == work.Keep {
+	for i, c := range effects {
+		if c == nil || c.Op == work.Keep {
 			continue
 		}
 		evs := appends[i].Events
 		if len(evs) == 0 {
 			return nil, fmt.Errorf("pgwork: a change of %s without events", c.ReviewID)
 		}
-		out = append(out, change{Change: c, eventID: evs[len(evs)-1].ID, index: i})
+		out = append(out, change{Change: *c, eventID: evs[len(evs)-1].ID, index: i})
 	}
 	return out, nil
 }

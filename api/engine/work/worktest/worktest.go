@@ -270,7 +270,7 @@ func testRenewRelease(t *testing.T, s Subject) {
 // append writes events to snap with a change, through the ledger.
 func appendWith(t *testing.T, s Subject, snap *ledger.Snapshot, change work.Change, events ...domain.Event) *ledger.Snapshot {
 	t.Helper()
-	next, err := s.Ledger.AppendWith(context.Background(), snap, ledger.Actor{Name: "test"}, change, events...)
+	next, err := s.Ledger.Write(context.Background(), snap, ledger.Actor{Name: "test"}, ledger.Step{Events: events, Work: &change})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,14 +358,14 @@ func testChangeOnlyWhenWritten(t *testing.T, s Subject) {
 	ea, _ := a.Escalate(domain.ReasonCancelled, "", t0)
 	eb, _ := b.Escalate(domain.ReasonCancelled, "", t0)
 	wg.Go(func() {
-		_, errPlug = l.AppendWith(ctx, plug, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-plug"}, ep)
+		_, errPlug = l.Write(ctx, plug, ledger.Actor{Name: "test"}, ledger.Step{Events: []domain.Event{ep}, Work: &work.Change{Op: work.Release, ReviewID: "ow-plug"}})
 	})
 	<-batches.held
 	wg.Go(func() {
-		_, errA = l.AppendWith(ctx, a, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-a"}, ea)
+		_, errA = l.Write(ctx, a, ledger.Actor{Name: "test"}, ledger.Step{Events: []domain.Event{ea}, Work: &work.Change{Op: work.Release, ReviewID: "ow-a"}})
 	})
 	wg.Go(func() {
-		_, errB = l.AppendWith(ctx, b, ledger.Actor{Name: "test"}, work.Change{Op: work.Release, ReviewID: "ow-b"}, eb)
+		_, errB = l.Write(ctx, b, ledger.Actor{Name: "test"}, ledger.Step{Events: []domain.Event{eb}, Work: &work.Change{Op: work.Release, ReviewID: "ow-b"}})
 	})
 	for deadline := time.Now().Add(5 * time.Second); l.Stats().Waiting < 2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -410,7 +410,7 @@ type heldFirst struct {
 	batches    []int
 }
 
-func (c *heldFirst) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []any) ([]eventstore.StreamResult, error) {
+func (c *heldFirst) Commit(ctx context.Context, appends []eventstore.StreamAppend, effects []*ledger.WorkChange) ([]eventstore.StreamResult, error) {
 	c.mu.Lock()
 	first := len(c.batches) == 0
 	c.batches = append(c.batches, len(appends))
