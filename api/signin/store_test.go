@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/reviewledger/reviewledger/api/signin"
-	"github.com/reviewledger/reviewledger/api/signin/storetest"
+	"github.com/reviewledger/reviewledger/api/signin/internal/storetest"
 )
 
 func TestMemoryStore(t *testing.T) {

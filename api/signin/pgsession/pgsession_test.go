@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/reviewledger/reviewledger/api/signin"
+	"github.com/reviewledger/reviewledger/api/signin/internal/storetest"
 	"github.com/reviewledger/reviewledger/api/signin/pgsession"
-	"github.com/reviewledger/reviewledger/api/signin/storetest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 

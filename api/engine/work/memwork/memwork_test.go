@@ -3,8 +3,8 @@ package memwork_test
 import (
 	"testing"
 
+	"github.com/reviewledger/reviewledger/api/engine/work/internal/worktest"
 	"github.com/reviewledger/reviewledger/api/engine/work/memwork"
-	"github.com/reviewledger/reviewledger/api/engine/work/worktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )

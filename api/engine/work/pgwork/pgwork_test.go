@@ -3,8 +3,8 @@ package pgwork_test
 import (
 	"testing"
 
+	"github.com/reviewledger/reviewledger/api/engine/work/internal/worktest"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
-	"github.com/reviewledger/reviewledger/api/engine/work/worktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
