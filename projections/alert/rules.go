@@ -18,13 +18,13 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -154,6 +154,12 @@ const ProviderWindow = "5m"
 // as calls.
 var NotTheProviders = []domain.Classification{domain.ClassWorkerLost, domain.ClassCancelled, domain.ClassStoreUnavailable}
 
+// Answered are the outcomes of a call the provider answered
+// (provider.OutcomeFinding and provider.OutcomeAccepted, as the engine's
+// call metric labels them; rules_test.go holds them equal): the rules
+// read the metric's labels, not the engine's types.
+var Answered = []string{"finding", "accepted_async"}
+
 // ErrorRatio is the name of the recording rule of the error ratio over
 // window.
 func ErrorRatio(window string) string {
@@ -250,7 +256,7 @@ func providerRule(sel func(...string) string, opts Options) Rule {
 	for i, c := range NotTheProviders {
 		ours[i] = string(c)
 	}
-	answered := append([]string{provider.OutcomeFinding.String(), provider.OutcomeAccepted.String()}, ours...)
+	answered := append(slices.Clone(Answered), ours...)
 	share := number(opts.ProviderFailing)
 	return Rule{
 		Alert: AlertProvider,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -108,6 +109,16 @@ func TestNotTheProviders(t *testing.T) {
 		if got := slices.Contains(NotTheProviders, c); got != c.Recovery() {
 			t.Errorf("%s: left out %v, but Recovery() is %v", c, got, c.Recovery())
 		}
+	}
+}
+
+// The outcomes the provider rules count as answered are the engine's
+// labels of the two answers, and only those.
+func TestAnsweredAreTheEnginesAnswers(t *testing.T) {
+	t.Parallel()
+	want := []string{provider.OutcomeFinding.String(), provider.OutcomeAccepted.String()}
+	if !slices.Equal(Answered, want) {
+		t.Fatalf("Answered = %q, want the engine's outcome labels %q", Answered, want)
 	}
 }
 
