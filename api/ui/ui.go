@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -57,16 +58,18 @@ type handler struct {
 	assets map[string]asset // by name relative to static/
 }
 
-// assets is loaded once: the files are fixed at compile time, so failing to
-// read them is a build defect, reported at package initialisation.
-var assets = mustLoad(static)
+// assets is loaded once, when the first handler is made (not at package
+// initialisation: every command of the binary imports this package, and
+// only serve shows the page): the files are fixed at compile time, so
+// failing to read them is a build defect, reported by a panic.
+var assets = sync.OnceValue(func() map[string]asset { return mustLoad(static) })
 
 // Handler returns the handler serving the page at "/" and its assets under
 // Prefix. Other paths answer 404, other methods 405. Every response carries
 // ContentSecurityPolicy and related security headers; files carry a strong
 // ETag and are revalidated on each load (Cache-Control: no-cache), so a new
 // release is picked up at once.
-func Handler() http.Handler { return &handler{assets: assets} }
+func Handler() http.Handler { return &handler{assets: assets()} }
 
 func mustLoad(fsys embed.FS) map[string]asset {
 	m, err := load(fsys)

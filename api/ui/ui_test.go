@@ -144,8 +144,8 @@ func TestHandlerRefusesOtherPathsAndMethods(t *testing.T) {
 // as markup.
 func TestPageIsCSPAndEscapeSafe(t *testing.T) {
 	t.Parallel()
-	html := string(assets[indexFile].body)
-	js := string(assets["app.js"].body)
+	html := string(assets()[indexFile].body)
+	js := string(assets()["app.js"].body)
 
 	htmlForbidden := map[string]*regexp.Regexp{
 		"inline event handler attribute": regexp.MustCompile(`(?i)\son[a-z]+\s*=`),
@@ -166,7 +166,7 @@ func TestPageIsCSPAndEscapeSafe(t *testing.T) {
 		}
 	}
 	jsForbidden := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage"}
-	for name, js := range map[string]string{"app.js": js, "charts.js": string(assets["charts.js"].body)} {
+	for name, js := range map[string]string{"app.js": js, "charts.js": string(assets()["charts.js"].body)} {
 		if js == "" {
 			t.Errorf("%s is not embedded", name)
 		}
