@@ -181,7 +181,12 @@ func TestSweeperClosesTheOpenAttempt(t *testing.T) {
 func TestRunSweeperSweepsOnlyWhileElected(t *testing.T) {
 	t.Parallel()
 	elected := make(chan struct{})
+	asked := make(chan struct{}, 1) // the sweeper stands for election
 	leader := func(ctx context.Context, fn func(context.Context) error) error {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
 		select {
 		case <-elected:
 			return fn(ctx)
@@ -195,8 +200,7 @@ func TestRunSweeperSweepsOnlyWhileElected(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.RunSweeper(ctx) }()
 	h.clock.Advance(10 * time.Second)
-
-	time.Sleep(200 * time.Millisecond) // a sweeper would have swept by now
+	<-asked // the sweeper waits for its election: nothing else of it runs
 	if st := h.load(t, "rev-swept").State(); st != domain.StatePending {
 		t.Fatalf("swept while not elected: %s", st)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reviewledger/reviewledger/api/engine/provider"
@@ -331,32 +332,36 @@ func TestAnUnsureReleaseLeavesARequeuedRoundsRecord(t *testing.T) {
 // lease it was written with ran out, is not worked here: another process
 // may hold the record by then, and two would call the provider at once.
 func TestAnUnsureSubmitPastItsLeaseIsNotWorkedHere(t *testing.T) {
-	ctx := context.Background()
-	events := memstore.New()
-	mem := memwork.New(events)
-	store := &unsureCommits{Store: mem, failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(600 * time.Millisecond) }}
-	prov := &overlapWatch{latency: 900 * time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
-	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
-		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
-	}}}
-	engine := func(owner string, s work.Store) (*Engine, *ledger.Ledger) {
-		led := ledger.New(events, ledger.Options{Committer: s})
-		return workingEngine(t, Config{Policy: policy, Store: s, Ledger: led, Provider: prov, Owner: owner,
-			Lease: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond}), led
-	}
-	a, led := engine("A", store)
-	engine("B", mem)
-	if _, created, err := a.Submit(ctx, SubmitRequest{ReviewID: "unsure-p1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
-		t.Fatalf("Submit = created %v, %v; want created", created, err)
-	}
-	waitAccepted(t, led, "unsure-p1", 10*time.Second)
-	prov.mu.Lock()
-	defer prov.mu.Unlock()
-	if len(prov.overlaps) > 0 {
-		t.Fatalf("the provider was called twice at once: %v (%v)", prov.overlaps, eventTypes(t, led, "unsure-p1"))
-	}
+	// On synctest's clock: the slow write's sleep is exactly as long as
+	// it says against the lease, whatever the machine's load.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		events := memstore.New()
+		mem := memwork.New(events)
+		store := &unsureCommits{Store: mem, failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(600 * time.Millisecond) }}
+		prov := &overlapWatch{latency: 900 * time.Millisecond, inFlight: map[string]int{}, calls: map[string]int{}}
+		policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+			Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+			Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+		}}}
+		engine := func(owner string, s work.Store) (*Engine, *ledger.Ledger) {
+			led := ledger.New(events, ledger.Options{Committer: s})
+			return workingEngine(t, Config{Policy: policy, Store: s, Ledger: led, Provider: prov, Owner: owner,
+				Lease: 200 * time.Millisecond, PollInterval: 20 * time.Millisecond}), led
+		}
+		a, led := engine("A", store)
+		engine("B", mem)
+		if _, created, err := a.Submit(ctx, SubmitRequest{ReviewID: "unsure-p1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
+			t.Fatalf("Submit = created %v, %v; want created", created, err)
+		}
+		waitAccepted(t, led, "unsure-p1", 10*time.Second)
+		prov.mu.Lock()
+		defer prov.mu.Unlock()
+		if len(prov.overlaps) > 0 {
+			t.Fatalf("the provider was called twice at once: %v (%v)", prov.overlaps, eventTypes(t, led, "unsure-p1"))
+		}
+	})
 }
 
 // waitAccepted waits up to limit for review id to be accepted.
@@ -391,27 +396,31 @@ func (p *attempts) made() string {
 // run out, the record still this process's, renews the lease and works
 // the review: its first attempt is called, not left to be closed as lost.
 func TestAnUnsureSubmitPastItsLeaseRenewsIt(t *testing.T) {
-	ctx := context.Background()
-	events := memstore.New()
-	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(400 * time.Millisecond) }}
-	prov := &attempts{}
-	led := ledger.New(events, ledger.Options{Committer: store})
-	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
-		Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
-		Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
-	}}}
-	// The poll every 10 s: the engine's own would otherwise claim the
-	// record once its lease ran out and close the attempt as lost.
-	e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov,
-		Lease: 200 * time.Millisecond, PollInterval: 10 * time.Second})
-	if _, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-n1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
-		t.Fatalf("Submit = created %v, %v; want created", created, err)
-	}
-	waitAccepted(t, led, "unsure-n1", 5*time.Second)
-	if got := prov.made(); got != "[attempt 1, true left]" {
-		t.Fatalf("calls %s, want attempt 1 alone: %v", got, eventTypes(t, led, "unsure-n1"))
-	}
+	// On synctest's clock: the slow write's sleep is exactly as long as
+	// it says against the lease, whatever the machine's load.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		events := memstore.New()
+		store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(400 * time.Millisecond) }}
+		prov := &attempts{}
+		led := ledger.New(events, ledger.Options{Committer: store})
+		policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"c": {
+			Budget: 30 * time.Second, AttemptTimeout: 5 * time.Second, MaxAttempts: 3,
+			Backoff:      domain.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+		}}}
+		// The poll every 10 s: the engine's own would otherwise claim the
+		// record once its lease ran out and close the attempt as lost.
+		e := workingEngine(t, Config{Policy: policy, Store: store, Ledger: led, Provider: prov,
+			Lease: 200 * time.Millisecond, PollInterval: 10 * time.Second})
+		if _, created, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-n1", ContentClass: "c", Content: []byte("x")}); err != nil || !created {
+			t.Fatalf("Submit = created %v, %v; want created", created, err)
+		}
+		waitAccepted(t, led, "unsure-n1", 5*time.Second)
+		if got := prov.made(); got != "[attempt 1, true left]" {
+			t.Fatalf("calls %s, want attempt 1 alone: %v", got, eventTypes(t, led, "unsure-n1"))
+		}
+	})
 }
 
 // An attempt with nothing left of its timeout when its call would be made
@@ -419,22 +428,26 @@ func TestAnUnsureSubmitPastItsLeaseRenewsIt(t *testing.T) {
 // (store_unavailable, not the provider's timeout), and the next attempt is
 // called with time of its own.
 func TestAnAttemptWithNoTimeLeftIsNotCalled(t *testing.T) {
-	ctx := context.Background()
-	events := memstore.New()
-	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(300 * time.Millisecond) }}
-	prov := &attempts{}
-	e, led := unsureEngineTimed(t, events, store, prov, 100*time.Millisecond)
-	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-z1", ContentClass: "c", Content: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	waitAccepted(t, led, "unsure-z1", 5*time.Second)
-	if got := prov.made(); got != "[attempt 2, true left]" {
-		t.Fatalf("calls %s, want attempt 2 alone: %v", got, eventTypes(t, led, "unsure-z1"))
-	}
-	if got := eventTypes(t, led, "unsure-z1"); !slices.Contains(got, "AttemptTimedOut:store_unavailable") {
-		t.Fatalf("events %v, want attempt 1 closed as store_unavailable", got)
-	}
-	if conflicts, err := led.Conflicts(ctx, "unsure-z1"); err != nil || len(conflicts.Events) != 0 {
-		t.Fatalf("conflicts %v, %v; want none", conflicts, err)
-	}
+	// On synctest's clock: the slow write's sleep is exactly as long as
+	// it says against the lease, whatever the machine's load.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		events := memstore.New()
+		store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(300 * time.Millisecond) }}
+		prov := &attempts{}
+		e, led := unsureEngineTimed(t, events, store, prov, 100*time.Millisecond)
+		if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-z1", ContentClass: "c", Content: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		waitAccepted(t, led, "unsure-z1", 5*time.Second)
+		if got := prov.made(); got != "[attempt 2, true left]" {
+			t.Fatalf("calls %s, want attempt 2 alone: %v", got, eventTypes(t, led, "unsure-z1"))
+		}
+		if got := eventTypes(t, led, "unsure-z1"); !slices.Contains(got, "AttemptTimedOut:store_unavailable") {
+			t.Fatalf("events %v, want attempt 1 closed as store_unavailable", got)
+		}
+		if conflicts, err := led.Conflicts(ctx, "unsure-z1"); err != nil || len(conflicts.Events) != 0 {
+			t.Fatalf("conflicts %v, %v; want none", conflicts, err)
+		}
+	})
 }

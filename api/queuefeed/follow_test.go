@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -143,28 +144,32 @@ func wantChanges(t *testing.T, got []Change, ids []string, at []eventstore.Posit
 
 // Without an open stream the feed does not read the ledger: not before
 // the first stream, nor once the last one has closed (after the linger).
+// On synctest's clock, so that "nothing read" is checked once every
+// goroutine the appends woke is waiting again, not after a guessed time.
 func TestFeedReadsNothingWithoutStreams(t *testing.T) {
-	f, store := newFollowed(t, Config{})
-	claimAll(t, store, "a", "b", "c")
-	time.Sleep(100 * time.Millisecond)
-	if n := store.reads.Load(); n != 0 {
-		t.Fatalf("%d reads before any stream opened", n)
-	}
-	closeStream := f.Open()
-	head, err := f.Head(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := claimAll(t, store, "d")
-	wantChanges(t, collect(t, f, head, 1), []string{"d"}, at)
-	closeStream()
-	waitPaused(t, f, store)
-	reads := store.reads.Load()
-	claimAll(t, store, "e", "f", "g")
-	time.Sleep(100 * time.Millisecond)
-	if n := store.reads.Load() - reads; n != 0 {
-		t.Fatalf("%d reads after the last stream closed", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f, store := newFollowed(t, Config{})
+		claimAll(t, store, "a", "b", "c")
+		synctest.Wait() // whatever the appends woke has run and waits again
+		if n := store.reads.Load(); n != 0 {
+			t.Fatalf("%d reads before any stream opened", n)
+		}
+		closeStream := f.Open()
+		head, err := f.Head(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := claimAll(t, store, "d")
+		wantChanges(t, collect(t, f, head, 1), []string{"d"}, at)
+		closeStream()
+		waitPaused(t, f, store)
+		reads := store.reads.Load()
+		claimAll(t, store, "e", "f", "g")
+		synctest.Wait() // whatever the appends woke has run and waits again
+		if n := store.reads.Load() - reads; n != 0 {
+			t.Fatalf("%d reads after the last stream closed", n)
+		}
+	})
 }
 
 // A stream opened after a pause starts at the head of the ledger then and
