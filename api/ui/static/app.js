@@ -362,7 +362,10 @@
 
   // ---- session ----------------------------------------------------------
 
-  function showSignIn(message, problem) {
+  // showSignIn shows the sign-in form with message. keepTyped leaves a
+  // token typed into the form as it is (the form shows from the start, so
+  // a person may be typing while the session probe is under way).
+  function showSignIn(message, problem, keepTyped) {
     state.view = 'signin';
     show($('signin-view'), true);
     show($('queue-view'), false);
@@ -377,6 +380,7 @@
     } else {
       show(box, false);
     }
+    if (keepTyped && $('token').value) return;
     $('token').value = '';
     if ($('oidc-signin').hidden) $('token').focus();
     else $('oidc-signin-link').focus();
@@ -428,7 +432,9 @@
       await signIn(SESSION);
       return;
     }
-    showSignIn('');
+    // Signed in from the form while the probe was under way: that stands.
+    if (state.token) return;
+    showSignIn('', undefined, true);
   }
 
   function resetData() {
