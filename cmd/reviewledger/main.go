@@ -34,6 +34,7 @@ type CLI struct {
 	Projections ProjectionsCmd `cmd:"" help:"Rebuild read models from the ledger, or print their progress."`
 	Audit       AuditCmd       `cmd:"" help:"Verify that the ledger's history is intact."`
 	Replay      ReplayCmd      `cmd:"" help:"Print a review's timeline, the state rebuilt from it and its conflicting completions."`
+	Ledger      LedgerCmd      `cmd:"" help:"List the ledger's partitions, or detach old ones for archiving."`
 	Deliveries  DeliveriesCmd  `cmd:"" help:"List the decision webhooks' failing deliveries, or redeliver them."`
 	Capacity    CapacityCmd    `cmd:"" help:"Estimate the workers a review load needs (Little's law, retries counted)."`
 	Alerts      AlertsCmd      `cmd:"" help:"Print Prometheus rules for the policy's SLOs: error ratios, burn-rate alerts, queue age, retry budget."`

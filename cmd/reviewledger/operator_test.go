@@ -172,6 +172,8 @@ func TestReadOnlyCommandsNeverMigrate(t *testing.T) {
 		{"projections", "rebuild"},
 		{"capacity", "--from-db"},
 		{"deliveries", "list"},
+		{"ledger", "partitions"},
+		{"ledger", "detach", "--before", "1"},
 	}
 	refuse := func(applied int) {
 		t.Helper()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,41 +23,60 @@ const (
 	codeExact
 )
 
-// appendSQL inserts the events after the stream's last revision if the
-// expected-revision condition holds, in one statement. It inserts nothing when
-// the condition fails, and fails with a unique violation when a concurrent
-// append took the same revisions or an event ID is already stored.
+// appendSQL appends events to a stream in one statement. Its first part
+// moves the stream's head (event_stream) on by the number of events ($8) if
+// the expected-revision condition holds: it inserts the head of a new
+// stream, or updates the head of an existing one, under that row's lock,
+// and it checks the condition against the row as last committed, so
+// concurrent appends to one stream serialize there and the loser of a race
+// writes nothing. It does neither when one of the event IDs is stored in
+// any partition already. The events are then inserted at the revisions up
+// to the new head. The statement inserts nothing when the condition fails
+// or an ID is stored, and fails with a unique violation when an ID is being
+// stored by a concurrent append to the same partition.
 const appendSQL = `
+WITH head AS (
+	INSERT INTO event_stream AS h (stream, revision)
+	SELECT $1, $8::bigint - 1
+	WHERE CASE WHEN $6::int IN (2, 3) THEN EXISTS (SELECT 1 FROM event_stream WHERE stream = $1) ELSE true END
+		AND NOT EXISTS (SELECT 1 FROM event WHERE id = ANY($2::text[]::uuid[]))
+	ON CONFLICT (stream) DO UPDATE SET revision = h.revision + excluded.revision + 1
+	WHERE CASE $6::int
+		WHEN 1 THEN false
+		WHEN 3 THEN h.revision = $7::bigint
+		ELSE true
+	END
+	RETURNING h.revision
+)
 INSERT INTO event (stream, revision, id, type, data, metadata)
-SELECT $1, cur.rev + e.ord, e.id, e.type, e.data, e.metadata
-FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur,
-	unnest($2::text[]::uuid[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
-WHERE CASE $6::int
-	WHEN 1 THEN cur.rev = -1
-	WHEN 2 THEN cur.rev >= 0
-	WHEN 3 THEN cur.rev = $7::bigint
-	ELSE true
-END
+SELECT $1, head.revision - $8::bigint + e.ord, e.id, e.type, e.data, e.metadata
+FROM head, unnest($2::text[]::uuid[], $3::text[], $4::bytea[], $5::bytea[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
 RETURNING revision, xid::text::bigint, seq`
 
 // appendOneSQL is appendSQL for a single event, the common case, without the
 // arrays.
 const appendOneSQL = `
+WITH head AS (
+	INSERT INTO event_stream AS h (stream, revision)
+	SELECT $1, 0
+	WHERE CASE WHEN $6::int IN (2, 3) THEN EXISTS (SELECT 1 FROM event_stream WHERE stream = $1) ELSE true END
+		AND NOT EXISTS (SELECT 1 FROM event WHERE id = $2::uuid)
+	ON CONFLICT (stream) DO UPDATE SET revision = h.revision + 1
+	WHERE CASE $6::int
+		WHEN 1 THEN false
+		WHEN 3 THEN h.revision = $7::bigint
+		ELSE true
+	END
+	RETURNING h.revision
+)
 INSERT INTO event (stream, revision, id, type, data, metadata)
-SELECT $1, cur.rev + 1, $2::uuid, $3, $4, $5
-FROM (SELECT coalesce(max(revision), -1) AS rev FROM event WHERE stream = $1) AS cur
-WHERE CASE $6::int
-	WHEN 1 THEN cur.rev = -1
-	WHEN 2 THEN cur.rev >= 0
-	WHEN 3 THEN cur.rev = $7::bigint
-	ELSE true
-END
+SELECT $1, head.revision, $2::uuid, $3, $4, $5
+FROM head
 RETURNING revision, xid::text::bigint, seq`
 
-const (
-	constraintStreamRevision = "event_stream_revision_key"
-	constraintID             = "event_id_key"
-)
+// idKeySuffix ends the name of every partition's unique index on id
+// (event_p0_id_key, …, migration 0004).
+const idKeySuffix = "_id_key"
 
 // maxAttempts bounds how often an append is retried after losing a race to
 // an append that committed while it ran. Only conditions that still hold are
@@ -125,7 +145,7 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 		if res, ok, err := s.idempotent(ctx, stream, expected, events); ok || err != nil {
 			return res, err
 		}
-		if collided && pgErr.ConstraintName == constraintID {
+		if collided && strings.HasSuffix(pgErr.ConstraintName, idKeySuffix) {
 			// Stored in the meantime, but not as this append: the check
 			// above saw it or the row was not yet committed when it looked.
 			return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
@@ -145,8 +165,21 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 // insert runs the append statement for p, then the statements of then in
 // the same implicit transaction (one pipeline). It reports whether the
 // events were inserted. A failing statement is ErrStatement; every other
-// error is the driver's, for the caller to classify.
+// error is the driver's, for the caller to classify. When the events' seq
+// had no partition, it creates the partitions ahead and runs again (more
+// than once only when concurrent appends outran those too).
 func (s *Store) insert(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, bool, error) {
+	res, inserted, err := s.insertOnce(ctx, p, then)
+	for attempt := 1; noPartition(err) && attempt < maxAttempts; attempt++ {
+		if _, gerr := s.EnsurePartitions(ctx, ahead(attempt)); gerr != nil {
+			return eventstore.AppendResult{}, false, gerr
+		}
+		res, inserted, err = s.insertOnce(ctx, p, then)
+	}
+	return res, inserted, err
+}
+
+func (s *Store) insertOnce(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, bool, error) {
 	sql, args := insertQuery(p)
 	if len(then) == 0 {
 		rows, _ := s.pool.Query(ctx, sql, args...)
@@ -180,7 +213,7 @@ func insertQuery(p part) (string, []any) {
 	for i, e := range events {
 		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, e.Data, e.Metadata // nil is sent empty
 	}
-	return appendSQL, []any{p.Stream, ids, types, data, meta, p.code, p.rev}
+	return appendSQL, []any{p.Stream, ids, types, data, meta, p.code, p.rev, int64(len(events))}
 }
 
 // collectInsert reads the rows an append statement returned: the result of
@@ -268,10 +301,11 @@ func placed(stream string, expected eventstore.ExpectedRevision, events []events
 	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, true, nil
 }
 
-// current returns whether stream has events and the revision of its last.
+// current returns whether stream has events and the revision of its last,
+// from its head.
 func (s *Store) current(ctx context.Context, stream string) (bool, uint64, error) {
 	var last *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(revision) FROM event WHERE stream = $1`, stream).Scan(&last); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT max(revision) FROM event_stream WHERE stream = $1`, stream).Scan(&last); err != nil {
 		return false, 0, storeerr.Wrap(ctx, "append to "+stream, err)
 	}
 	if last == nil {

@@ -7,3 +7,9 @@ func (s *Store) SetAfterCombined(f func()) { s.afterCombined = f }
 
 // HeadSQL is Head's statement, for a test of its plan.
 const HeadSQL = headSQL
+
+// ReadAllSQL is ReadAll's statement, for a test of its plan.
+const ReadAllSQL = readAllSQL
+
+// AppendMultiSQL is AppendMulti's statement, for a test of its plan.
+const AppendMultiSQL = appendMultiSQL

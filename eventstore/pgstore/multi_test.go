@@ -241,6 +241,46 @@ func TestAppendMultiWith(t *testing.T) {
 		}
 	})
 
+	t.Run("a race on a head", func(t *testing.T) {
+		t.Parallel()
+		s, pool := newMarkedStore(t)
+		ctx := ctxFor(t)
+		mustAppend(t, s, "raced", eventstore.NoStream, newEvents(1, "R")...)
+		mustAppend(t, s, "any", eventstore.NoStream, newEvents(1, "Y")...)
+
+		// An open transaction holds revision 1 of raced, and its head: the
+		// combined insert waits for the head, then finds raced moved on when
+		// it commits and leaves raced out, writing the others.
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		appendRaw(t, tx, "raced", 1, eventstoretest.NewID())
+		appends := []eventstore.StreamAppend{
+			{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(2, "A")},
+			{Stream: "raced", Expected: eventstore.Exact(0), Events: newEvents(1, "R")},
+			{Stream: "any", Expected: eventstore.Any, Events: newEvents(1, "Y")},
+		}
+		out := raceCommit(t, pool, tx, func() ([]eventstore.StreamResult, error) {
+			return s.AppendMultiWith(ctx, appends, marks(appends)...)
+		})
+		checkResults(t, appends, out, "a", "any")
+		var wev *eventstore.WrongExpectedVersionError
+		if !errors.As(out[1].Err, &wev) || !wev.Exists || wev.Actual != 1 {
+			t.Fatalf("raced: %v, want stream at revision 1", out[1].Err)
+		}
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "any"}) {
+			t.Fatalf("statements marked %v, want [a any]", got)
+		}
+		if a, y := out[0].Position.Commit, out[2].Position.Commit; a != y {
+			t.Fatalf("a and any written by transactions %d and %d: want the one of the combined insert", a, y)
+		}
+		if n := len(mustRead(t, s, "raced")); n != 2 {
+			t.Fatalf("raced holds %d events, want its own and the racer's", n)
+		}
+	})
+
 	t.Run("one stream at a time after a race", func(t *testing.T) {
 		t.Parallel()
 		s, pool := newMarkedStore(t)
@@ -248,51 +288,38 @@ func TestAppendMultiWith(t *testing.T) {
 		mustAppend(t, s, "raced", eventstore.NoStream, newEvents(1, "R")...)
 		mustAppend(t, s, "any", eventstore.NoStream, newEvents(1, "Y")...)
 
-		// An open transaction holds revision 1 of raced: the combined
-		// insert waits for it, then collides when it commits.
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // committed below
-		if _, err := tx.Exec(ctx, `INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ('raced', 1, $1, 'Racer', '', '')`, eventstoretest.NewID()); err != nil {
-			t.Fatal(err)
-		}
+		// An open transaction stores, in a stream of its own, an event ID
+		// that the call appends to a: the combined insert waits for it on
+		// the partition's unique index, then collides when it commits.
 		appends := []eventstore.StreamAppend{
 			{Stream: "a", Expected: eventstore.NoStream, Events: newEvents(2, "A")},
 			{Stream: "raced", Expected: eventstore.Exact(0), Events: newEvents(1, "R")},
 			{Stream: "any", Expected: eventstore.Any, Events: newEvents(1, "Y")},
 		}
-		type outcome struct {
-			results []eventstore.StreamResult
-			err     error
-		}
-		done := make(chan outcome, 1)
-		go func() {
-			results, err := s.AppendMultiWith(ctx, appends, marks(appends)...)
-			done <- outcome{results, err}
-		}()
-		waitForLockWait(t, pool)
-		if err := tx.Commit(ctx); err != nil {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out := <-done
-		if out.err != nil {
-			t.Fatal(out.err)
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		appendRaw(t, tx, "other", 0, appends[0].Events[0].ID)
+		out := raceCommit(t, pool, tx, func() ([]eventstore.StreamResult, error) {
+			return s.AppendMultiWith(ctx, appends, marks(appends)...)
+		})
+		if len(out) != len(appends) {
+			t.Fatalf("%d results for %d appends", len(out), len(appends))
 		}
-		checkResults(t, appends, out.results, "a", "any")
-		var wev *eventstore.WrongExpectedVersionError
-		if !errors.As(out.results[1].Err, &wev) || !wev.Exists || wev.Actual != 1 {
-			t.Fatalf("raced: %v, want stream at revision 1", out.results[1].Err)
+		checkResults(t, appends[1:], out[1:], "raced", "any")
+		if !errors.Is(out[0].Err, eventstore.ErrDuplicateEventID) {
+			t.Fatalf("a: %v, want ErrDuplicateEventID", out[0].Err)
 		}
-		if got := marked(t, pool, appends); !slices.Equal(got, []string{"a", "any"}) {
-			t.Fatalf("statements marked %v, want [a any]", got)
+		if got := marked(t, pool, appends); !slices.Equal(got, []string{"any", "raced"}) {
+			t.Fatalf("statements marked %v, want [any raced]", got)
 		}
-		if a, y := out.results[0].Position.Commit, out.results[2].Position.Commit; a == y {
-			t.Fatalf("a and any both written by transaction %d: want one transaction per stream after the race", a)
+		if r, y := out[1].Position.Commit, out[2].Position.Commit; r == y {
+			t.Fatalf("raced and any both written by transaction %d: want one transaction per stream after the race", r)
 		}
-		if n := len(mustRead(t, s, "raced")); n != 2 {
-			t.Fatalf("raced holds %d events, want its own and the racer's", n)
+		if _, err := s.ReadStream(ctx, "a", 0); !errors.Is(err, eventstore.ErrStreamNotFound) {
+			t.Fatalf("a after the race: %v, want no stream", err)
 		}
 	})
 
@@ -310,9 +337,7 @@ func TestAppendMultiWith(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // committed below
-		if _, err := tx.Exec(ctx, `INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ('late', 0, $1, 'First', '', '')`, eventstoretest.NewID()); err != nil {
-			t.Fatal(err)
-		}
+		appendRaw(t, tx, "late", 0, eventstoretest.NewID())
 		var commitErr error
 		s.SetAfterCombined(func() { commitErr = tx.Commit(ctx) })
 		appends := []eventstore.StreamAppend{
@@ -411,4 +436,40 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// appendRaw writes an event at revision of stream in tx as an append
+// writes it: the stream's head and the event.
+func appendRaw(t *testing.T, tx pgx.Tx, stream string, revision int64, id string) {
+	t.Helper()
+	if _, err := tx.Exec(ctxFor(t), `WITH head AS (
+			INSERT INTO event_stream (stream, revision) VALUES ($1, $2)
+			ON CONFLICT (stream) DO UPDATE SET revision = excluded.revision)
+		INSERT INTO event (stream, revision, id, type, data, metadata) VALUES ($1, $2, $3, 'Racer', '', '')`, stream, revision, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// raceCommit runs call, which is to wait for a lock tx holds, commits tx
+// once it waits, and returns call's results.
+func raceCommit(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx, call func() ([]eventstore.StreamResult, error)) []eventstore.StreamResult {
+	t.Helper()
+	type outcome struct {
+		results []eventstore.StreamResult
+		err     error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		results, err := call()
+		done <- outcome{results, err}
+	}()
+	waitForLockWait(t, pool)
+	if err := tx.Commit(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	return out.results
 }

@@ -107,6 +107,10 @@ const readable = `xid < pg_snapshot_xmin(pg_current_snapshot())`
 // after selects rows sorting after the position ($1, $2).
 const after = `(xid, seq) > ($1::text::xid8, $2::bigint)`
 
+// readAllSQL reads the global order after a position: a range scan of the
+// primary key (xid, seq) of each partition, merged in its order.
+const readAllSQL = selectEvents + ` WHERE ` + after + ` AND ` + readable + ` ORDER BY event.xid, event.seq LIMIT $3`
+
 // ReadAll implements eventstore.Store.
 //
 // Positions are (transaction ID, sequence). Only rows of transactions older
@@ -119,8 +123,7 @@ func (s *Store) ReadAll(ctx context.Context, pos eventstore.Position, limit int)
 	}
 	var events []eventstore.RecordedEvent
 	err := s.read(ctx, func() (err error) {
-		rows, _ := s.pool.Query(ctx, selectEvents+` WHERE `+after+` AND `+readable+` ORDER BY event.xid, event.seq LIMIT $3`,
-			uintText(pos.Commit), clamp(pos.Prepare), limit)
+		rows, _ := s.pool.Query(ctx, readAllSQL, uintText(pos.Commit), clamp(pos.Prepare), limit)
 		events, err = collectEvents(rows)
 		return err
 	})

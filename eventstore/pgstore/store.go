@@ -1,13 +1,16 @@
 // Package pgstore is the PostgreSQL eventstore.Store, on pgx.
 //
-// All events live in one table (migration 0001_event) with (stream, revision)
-// and the event ID unique. An append is one INSERT that computes its
-// revisions from the stream's last one and carries the expected-revision
-// condition in its WHERE clause: two appends at the same revision collide on
-// the unique index, so streams need no lock of their own and unrelated
-// streams never wait for each other. An append to several streams
-// (AppendMulti, AppendMultiWith) is one such INSERT for all of them, in one
-// transaction.
+// All events live in one table partitioned by range of seq (migrations
+// 0001_event and 0004_event_partitions), beside a head table, event_stream,
+// holding each stream's last revision. An append is one statement that
+// moves the stream's head on when its expected-revision condition holds
+// (an INSERT … ON CONFLICT DO UPDATE … WHERE on the head row) and inserts
+// the events at the revisions it gives: two appends at the same revision
+// serialize on the head row and the second writes nothing, so streams need
+// no lock of their own and unrelated streams never wait for each other. An
+// append to several streams (AppendMulti, AppendMultiWith) is one such
+// statement for all of them, in one transaction. Old partitions are
+// archived by detaching them (Partitions, Detach).
 //
 // The global order is (writing transaction ID, sequence), read only below the
 // oldest transaction still running; docs/architecture.md ("Event store and
