@@ -6,14 +6,15 @@
 --   psql -d rl_storage -f api/internal/loadgen/storage.sql
 --
 -- "content" is review_payload and its indexes (the reviewed bytes); every
--- other relation is the ledger, the engine's work records and the read
--- models. docs/benchmarks.md ("Storage per review") records the figures.
+-- other relation is the ledger (event's partitions and the stream heads,
+-- event_stream), the engine's work records and the read models. docs/benchmarks.md ("Storage per review") records the figures.
 \set QUIET on
 VACUUM ANALYZE;
 \set QUIET off
 CREATE TEMP VIEW rel AS
 	SELECT c.relname, c.relkind, pg_relation_size(c.oid) AS bytes,
-		coalesce(t.relname, c.relname) AS tbl
+		-- a partition of event, and its indexes, count as event
+		coalesce(pg_partition_root(coalesce(t.oid, c.oid))::text, t.relname, c.relname) AS tbl
 	FROM pg_class c
 	JOIN pg_namespace s ON s.oid = c.relnamespace
 	LEFT JOIN pg_index i ON i.indexrelid = c.oid
@@ -26,7 +27,7 @@ SELECT n.reviews,
 	round((SELECT count(*) FROM event) / n.reviews, 2) AS events_per_review,
 	round((SELECT sum(bytes) FROM rel) / n.reviews) AS bytes_per_review,
 	round((SELECT sum(bytes) FROM rel WHERE tbl <> 'review_payload') / n.reviews) AS excluding_content,
-	round((SELECT sum(bytes) FROM rel WHERE tbl = 'event') / n.reviews) AS ledger_with_indexes
+	round((SELECT sum(bytes) FROM rel WHERE tbl IN ('event', 'event_stream')) / n.reviews) AS ledger_with_indexes
 FROM n;
 
 SELECT relname, CASE relkind WHEN 'i' THEN 'index' ELSE 'table' END AS kind, bytes,
