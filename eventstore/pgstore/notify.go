@@ -119,6 +119,7 @@ func (s *Store) sessions() *pgxpool.Pool {
 // committed but held back by an older running transaction, and after
 // PollInterval at the latest.
 func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) error {
+	s.startListening()
 	woken := s.wake.wait()
 	// The first event after pos tells both: whether there is one
 	// (pending), and whether it is readable yet (ready): being first, its

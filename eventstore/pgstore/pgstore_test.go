@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -140,6 +141,43 @@ func TestNotificationAcrossStores(t *testing.T) {
 	if err := <-woke; err != nil {
 		t.Fatalf("waiting on another store: %v", err)
 	}
+}
+
+// TestTheListenerStartsWithTheFirstWait checks that a store opens its
+// listening connection only once something waits for events: a command
+// that only reads and appends (audit verify, replay) costs the server no
+// connection for it.
+func TestTheListenerStartsWithTheFirstWait(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	s := pgstore.New(pool, pgstore.Config{PollInterval: 10 * time.Millisecond})
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listeners := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN '||$1`, pgstore.Channel).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.Append(ctx, "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadAll(ctx, eventstore.Start, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n := listeners(); n != 0 {
+		t.Fatalf("%d listening connections before any wait, want none", n)
+	}
+	head, err := s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitForEvents(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	clocktest.Eventually(t, "the listener connected", func() bool { return listeners() == 1 })
 }
 
 // TestReadAllHeads checks that ReadAllHeads gives the events ReadAll

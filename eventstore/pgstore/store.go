@@ -77,9 +77,18 @@ type Store struct {
 	cfg  Config
 	wake broadcast
 
-	notify chan struct{} // appends signal the notifier; buffered 1
+	notify chan struct{}   // appends signal the notifier; buffered 1
+	ctx    context.Context // the listener's and the notifier's
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// listening is set once the listener runs: it starts with the first
+	// WaitForEvents, so a command that never waits (audit verify, replay)
+	// opens no connection for it. closed is set by Close, after which none
+	// starts.
+	mu        sync.Mutex
+	listening bool
+	closed    bool
 
 	// afterCombined runs, when tests set it, between the combined insert of
 	// an AppendMultiWith and the resolution of the streams it did not write.
@@ -87,8 +96,9 @@ type Store struct {
 }
 
 // New returns a store on pool, whose database must be migrated
-// (migrations.Apply). It starts a listener on a connection of its own and a
-// notifier; Close stops them. Closing pool is the caller's business.
+// (migrations.Apply). It starts a notifier, and with the first
+// WaitForEvents a listener on a connection of its own; Close stops them.
+// Closing pool is the caller's business.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,18 +106,34 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 		pool:   pool,
 		cfg:    cfg,
 		notify: make(chan struct{}, 1),
+		ctx:    ctx,
 		cancel: cancel,
 	}
 	s.wake.init()
-	s.wg.Add(2)
-	go s.listen(ctx)
+	s.wg.Add(1)
 	go s.notifier(ctx)
 	return s
+}
+
+// startListening starts the listener unless it runs or the store is
+// closed.
+func (s *Store) startListening() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listening || s.closed {
+		return
+	}
+	s.listening = true
+	s.wg.Add(1)
+	go s.listen(s.ctx)
 }
 
 // Close stops the listener and the notifier and waits for them. It must be
 // called before the pool is closed.
 func (s *Store) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 }
