@@ -141,8 +141,10 @@ func (r *scaleRun) bytes(ctx context.Context, events int64) error {
 	if err != nil {
 		return err
 	}
-	rows, err := r.pool.Query(ctx, `SELECT relname, pg_total_relation_size(relid), pg_relation_size(relid), pg_indexes_size(relid)
-		FROM pg_stat_user_tables WHERE schemaname = current_schema() ORDER BY 2 DESC`)
+	// The partitions of event count as event (pg_partition_root).
+	rows, err := r.pool.Query(ctx, `SELECT coalesce(pg_partition_root(relid)::text, relname),
+			sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint, sum(pg_indexes_size(relid))::bigint
+		FROM pg_stat_user_tables WHERE schemaname = current_schema() GROUP BY 1 ORDER BY 2 DESC`)
 	if err != nil {
 		return err
 	}
