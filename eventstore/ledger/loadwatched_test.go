@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
@@ -221,45 +222,49 @@ func (s slowStop) WaitForEvents(ctx context.Context, after eventstore.Position) 
 
 // While Follow is stopping it reads nothing more, yet LoadWatched may
 // still answer from memory: a change another process makes then is told
-// to no one, so when Follow stops every waiter is told to read again.
+// to no one, so when Follow stops every waiter is told to read again. On
+// synctest's clock: Follow is stopped once it waits at the head, not after
+// a guess at how long it takes to get there.
 func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
 	t.Parallel()
-	store := slowStop{memstore.New()}
-	here, elsewhere := ledger.New(store), ledger.New(store)
-	ctx := context.Background()
-	w := here.Watcher()
-	followCtx, stopFollow := context.WithCancel(ctx)
-	followed := make(chan error, 1)
-	go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := here.Create(ctx, submitted(t, "stopping"), ledger.Actor{Name: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond) // Follow waits at the head
-	stopFollow()
-	escalate(t, elsewhere, "stopping")
-	ch, stop := w.Watch("stopping")
-	defer stop()
-	got, err := here.LoadWatched(ctx, "stopping")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-followed; err != nil {
-		t.Fatal(err)
-	}
-	if got.State() != domain.StatePending {
-		return // read from the store: nothing to be told
-	}
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("answered pending from memory while Follow stopped, and the waiter was never told")
-	}
-	if w.Waiting() != 0 {
-		t.Fatalf("%d waiters left after Follow stopped", w.Waiting())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		store := slowStop{memstore.New()}
+		here, elsewhere := ledger.New(store), ledger.New(store)
+		ctx := context.Background()
+		w := here.Watcher()
+		followCtx, stopFollow := context.WithCancel(ctx)
+		followed := make(chan error, 1)
+		go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
+		for !w.Following() {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := here.Create(ctx, submitted(t, "stopping"), ledger.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // Follow has read the creation and waits at the head
+		stopFollow()
+		escalate(t, elsewhere, "stopping")
+		ch, stop := w.Watch("stopping")
+		defer stop()
+		got, err := here.LoadWatched(ctx, "stopping")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-followed; err != nil {
+			t.Fatal(err)
+		}
+		if got.State() != domain.StatePending {
+			return // read from the store: nothing to be told
+		}
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("answered pending from memory while Follow stopped, and the waiter was never told")
+		}
+		if w.Waiting() != 0 {
+			t.Fatalf("%d waiters left after Follow stopped", w.Waiting())
+		}
+	})
 }
 
 // slowRead holds up the next read of a stream once armed: the read is
