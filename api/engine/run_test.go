@@ -104,7 +104,12 @@ func testDispatch(t *testing.T, backend string) {
 		c.Policy, c.Calls, c.Logger = fastPolicy(), 4, testLogger()
 	}
 	hints := hint.Config{PubSub: backend, Topic: topic}
-	worker, led, closeWorker, err := pgEngineOn(ctx, url, prov, hints, opts)
+	claims := &hintedClaims{}
+	watched := func(c *Config) {
+		claims.Store = c.Store
+		c.Store, c.Ledger = claims, ledger.New(c.Ledger.Store(), ledger.Options{Committer: claims})
+	}
+	worker, led, closeWorker, err := pgEngineOn(ctx, url, prov, hints, opts, watched)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +136,16 @@ func testDispatch(t *testing.T, backend string) {
 		submit(i)
 	}
 	waitNoWork(t, worker, nil)
-	for i := range 3 {
-		if err := submitter.publish(fmt.Sprintf("%s-%02d", backend, i)); err != nil {
+	claims.reset()
+	again := make([]string, 3)
+	for i := range again {
+		again[i] = fmt.Sprintf("%s-%02d", backend, i)
+		if err := submitter.publish(again[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // let any redelivered hint be claimed
+	clocktest.Eventually(t, "the hints delivered again taken up", func() bool { return claims.asked(again...) })
+	waitNoWork(t, worker, nil)
 	stop()
 	for i := range n {
 		id := fmt.Sprintf("%s-%02d", backend, i)
@@ -151,6 +160,44 @@ func testDispatch(t *testing.T, backend string) {
 	if c := prov.calls.Load(); c != n {
 		t.Errorf("%d provider calls for %d reviews", c, n)
 	}
+}
+
+// hintedClaims is a work store that keeps the review IDs its hinted
+// claims asked for (a Claim naming IDs), since the last reset.
+type hintedClaims struct {
+	work.Store
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (c *hintedClaims) Claim(ctx context.Context, q work.Query) ([]work.Claimed, error) {
+	c.mu.Lock()
+	for _, id := range q.IDs {
+		if c.ids == nil {
+			c.ids = map[string]bool{}
+		}
+		c.ids[id] = true
+	}
+	c.mu.Unlock()
+	return c.Store.Claim(ctx, q)
+}
+
+func (c *hintedClaims) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = nil
+}
+
+// asked reports whether a hinted claim has asked for every one of ids.
+func (c *hintedClaims) asked(ids ...string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if !c.ids[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // Stopping Run cancels the calls in progress (their attempts closed as
