@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 )
@@ -28,10 +30,7 @@ type LedgerPartitionsCmd struct {
 
 // Run prints one line per partition, in seq order.
 func (c *LedgerPartitionsCmd) Run(ctx context.Context, out io.Writer) error {
-	if err := partitioned(c.Store); err != nil {
-		return err
-	}
-	pool, err := openMigrated(ctx, &c.Config)
+	pool, err := openPartitioned(ctx, &c.Config, c.Store)
 	if err != nil {
 		return err
 	}
@@ -83,10 +82,7 @@ func (c *LedgerDetachCmd) Validate() error {
 
 // Run detaches the partitions and prints what to do with each.
 func (c *LedgerDetachCmd) Run(ctx context.Context, out io.Writer) error {
-	if err := partitioned(c.Store); err != nil {
-		return err
-	}
-	pool, err := openMigrated(ctx, &c.Config)
+	pool, err := openPartitioned(ctx, &c.Config, c.Store)
 	if err != nil {
 		return err
 	}
@@ -106,10 +102,11 @@ func (c *LedgerDetachCmd) Run(ctx context.Context, out io.Writer) error {
 	return err
 }
 
-// partitioned refuses a ledger that is not PostgreSQL's.
-func partitioned(sc StoreConfig) error {
+// openPartitioned opens the migrated database of a ledger kept in
+// PostgreSQL, the one backend with partitions.
+func openPartitioned(ctx context.Context, cfg *Config, sc StoreConfig) (*pgxpool.Pool, error) {
 	if sc.Backend != backendPostgres {
-		return fmt.Errorf("REVIEWLEDGER_EVENTSTORE: the ledger is in %s, which has no partitions", sc.Backend)
+		return nil, fmt.Errorf("REVIEWLEDGER_EVENTSTORE: the ledger is in %s, which has no partitions", sc.Backend)
 	}
-	return nil
+	return openMigrated(ctx, cfg)
 }
