@@ -72,8 +72,12 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 			t.Fatalf("Content-Security-Policy %q", csp)
 		}
 		p.Do("open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+		// The field has the focus from the start (autofocus), and keeps it
+		// once the session probe has answered (no provider here: 404).
+		p.WaitFor("the focus on the token field", `() => document.activeElement.id === 'token'`)
+		p.WaitFor("the session probe answered", `() => document.getElementById('signin-view').dataset.probed === 'yes'`)
 		if got := uitest.Evaluate[string](p, `document.activeElement.id`); got != "token" {
-			t.Errorf("focus on %q, want the token field", got)
+			t.Errorf("focus on %q once the probe answered, want the token field", got)
 		}
 		p.Screenshot("signin")
 	})

@@ -430,11 +430,12 @@
     if (res && res.status === 200 && data && typeof data.csrf_token === 'string') {
       state.csrf = data.csrf_token;
       await signIn(SESSION);
-      return;
+    } else if (!state.token) {
+      // (Signed in from the form while the probe was under way: that
+      // stands.)
+      showSignIn('', undefined, true);
     }
-    // Signed in from the form while the probe was under way: that stands.
-    if (state.token) return;
-    showSignIn('', undefined, true);
+    $('signin-view').dataset.probed = 'yes'; // the probe's answer is read (tests wait for it)
   }
 
   function resetData() {
