@@ -202,14 +202,7 @@ func TestReadAllMergesThePartitions(t *testing.T) {
 		t.Fatalf("events in %d partitions, want 3", used)
 	}
 	for _, pos := range []eventstore.Position{eventstore.Start, mid} {
-		rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) `+pgstore.ReadAllSQL, fmt.Sprint(pos.Commit), int64(pos.Prepare), 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		lines := explain(t, conn, pgstore.ReadAllSQL, fmt.Sprint(pos.Commit), int64(pos.Prepare), 500)
 		checkMergedScans(t, conn, lines, "Index Scan using {p}_pkey on {p} ")
 		if text := strings.Join(lines, "\n"); strings.Count(text, "Index Cond: ((ROW(xid, seq) > ROW(") < 3 {
 			t.Fatalf("plan from %v:\n%s\nwant the position as every scan's index condition", pos, text)
@@ -506,15 +499,7 @@ func TestAppendMultiProbesTheHeads(t *testing.T) {
 		at, ords = append(at, int64(i+1)), append(ords, 1)
 		ids, types, data = append(ids, eventstoretest.NewID()), append(types, "T"), append(data, []byte(`{}`))
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN (COSTS OFF) `+pgstore.AppendMultiSQL, streams, codes, revs, at, ords, ids, types, data, data, cnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(lines, "\n")
+	text := strings.Join(explain(t, pool, pgstore.AppendMultiSQL, streams, codes, revs, at, ords, ids, types, data, data, cnt), "\n")
 	if strings.Contains(text, "Seq Scan on event_stream") || strings.Contains(text, "hashed SubPlan") ||
 		!strings.Contains(text, "Index Only Scan using event_stream_pkey on event_stream") || !strings.Contains(text, "event_p0_id_key") {
 		t.Fatalf("the multi-stream append's plan:\n%s\nwant an index probe of the heads and of the IDs, no scan of every head", text)

@@ -117,7 +117,15 @@ func TestHeadReadsTheEndOfTheIndex(t *testing.T) {
 	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) `+pgstore.HeadSQL)
+	checkMergedScans(t, conn, explain(t, conn, pgstore.HeadSQL), "Index Only Scan Backward using {p}_pkey on {p} ")
+}
+
+// explain returns the lines of the plan of sql with args, costs left out.
+func explain(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `EXPLAIN (COSTS OFF) `+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +133,7 @@ func TestHeadReadsTheEndOfTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMergedScans(t, conn, lines, "Index Only Scan Backward using {p}_pkey on {p} ")
+	return lines
 }
 
 // checkMergedScans checks that plan reads every partition of event by one
