@@ -135,6 +135,9 @@ export class QueueStream implements AsyncIterable<QueueStreamEvent> {
           }
           try {
             for await (const ev of parseEventStream(res.body, touch)) {
+              // Events already read from the connection are not handed
+              // out once close() was called: it ends the iteration.
+              if (this.#stop.signal.aborted) return;
               if (ev.retry !== undefined) this.#serverRetry = ev.retry;
               if (ev.id !== undefined) this.lastEventId = ev.id;
               if (ev.data === undefined) continue;

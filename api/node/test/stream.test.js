@@ -4,7 +4,7 @@
 // parser on its own.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidRequestError, UnauthorizedError, parseEventStream } from "@reviewledger/client";
+import { Client, InvalidRequestError, UnauthorizedError, parseEventStream } from "@reviewledger/client";
 import { client, env, hostPort, needsServer, submission, tcpProxy, uniqueId } from "./helpers.js";
 
 /**
@@ -93,6 +93,30 @@ test("the queue stream refuses an unknown token and a malformed Last-Event-ID", 
   const forbidden = await submitter[Symbol.asyncIterator]().next().catch((e) => e);
   assert.ok(forbidden instanceof UnauthorizedError, String(forbidden));
   assert.equal(forbidden.status, 403);
+});
+
+test("close ends the iteration even with events already read from the connection", async () => {
+  // One chunk carries three events: the first is handed out, then close()
+  // is called; the two the parser still holds must not follow it.
+  const chunk =
+    'id: 1-1\nevent: released\ndata: {"type":"released","review_id":"a"}\n\n' +
+    'id: 2-2\nevent: held\ndata: {"type":"held","review_id":"a"}\n\n' +
+    'event: ready\ndata: {"position":"2-2"}\n\n';
+  const fetch = async () =>
+    new Response(
+      new ReadableStream({
+        start(ctl) {
+          ctl.enqueue(new TextEncoder().encode(chunk));
+        },
+      }),
+      { status: 200, headers: { "content-type": "text/event-stream" } },
+    );
+  const stream = new Client({ baseUrl: "http://127.0.0.1:1", token: "t".repeat(16), fetch }).queueEvents({ reconnect: false });
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next();
+  assert.equal(first.value?.event, "released");
+  stream.close();
+  assert.deepEqual(await it.next(), { done: true, value: undefined });
 });
 
 test("the event-stream parser follows the format: line ends, comments, multi-line data, id and retry", async () => {
