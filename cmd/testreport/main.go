@@ -6,7 +6,9 @@
 //	go run ./cmd/testreport -race -count=1 ./...
 //
 // Its arguments go to `go test -json`. It prints the package lines ("ok",
-// "FAIL", build errors) and the whole output of every failed test, and
+// "FAIL", build errors) and the whole output of every failed test, and of
+// every test left unfinished when its package failed (a panic, or go
+// test's -timeout: the stacks go test prints then), counted as failed, and
 // exits with go test's status.
 package main
 

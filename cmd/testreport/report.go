@@ -58,6 +58,8 @@ func (r *report) handle(e event) {
 	switch {
 	case e.Action == "build-output":
 		fmt.Fprint(r.w, e.Output)
+	case e.Test == "" && e.Action == "fail":
+		r.unfinished(e.Package)
 	case e.Test == "" && e.Action == "output":
 		// Package lines: "ok", "FAIL", "?   … [no test files]", panics
 		// outside tests. "PASS" alone is what -v adds; go test without it
@@ -81,6 +83,32 @@ func (r *report) handle(e event) {
 		delete(r.output, key)
 	case e.Action == "skip":
 		r.skips = append(r.skips, skipped{pkg: e.Package, test: e.Test, reason: skipReason(r.output[key])})
+		delete(r.output, key)
+	}
+}
+
+// unfinished reports the tests of pkg that neither passed, failed nor
+// were skipped when the package failed: those running when its binary
+// panicked or hit go test's -timeout, whose output (the panic and every
+// goroutine's stack) go test -json gives to the innermost of them and
+// ends with no event of their own. Each is counted as failed.
+func (r *report) unfinished(pkg string) {
+	var tests []string
+	for key := range r.output {
+		if p, test, _ := strings.Cut(key, "\x00"); p == pkg {
+			tests = append(tests, test)
+		}
+	}
+	sort.Strings(tests)
+	for _, test := range tests {
+		key := pkg + "\x00" + test
+		r.failed++
+		for _, l := range r.output[key] {
+			if !strings.HasPrefix(l, "=== ") {
+				fmt.Fprint(r.w, l)
+			}
+		}
+		fmt.Fprintf(r.w, "--- UNFINISHED: %s (running when %s failed)\n", test, pkg)
 		delete(r.output, key)
 	}
 }

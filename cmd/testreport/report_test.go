@@ -68,3 +68,33 @@ func TestReportNothingSkipped(t *testing.T) {
 		t.Fatalf("summary %q", got)
 	}
 }
+
+// A package whose binary timed out: the tests running then get the panic's
+// output and no event of their own; they are shown and counted as failed.
+func TestReportUnfinished(t *testing.T) {
+	const timedOut = `{"Action":"run","Package":"p","Test":"TestSlow"}
+{"Action":"output","Package":"p","Test":"TestSlow","Output":"=== RUN   TestSlow\n"}
+{"Action":"run","Package":"p","Test":"TestSlow/inner"}
+{"Action":"output","Package":"p","Test":"TestSlow/inner","Output":"=== RUN   TestSlow/inner\n"}
+{"Action":"output","Package":"p","Test":"TestSlow/inner","Output":"panic: test timed out after 2s\n"}
+{"Action":"output","Package":"p","Test":"TestSlow/inner","Output":"\trunning tests:\n"}
+{"Action":"run","Package":"q","Test":"TestElsewhere"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t2.016s\n"}
+{"Action":"fail","Package":"p"}
+`
+	var out strings.Builder
+	r := newReport(&out)
+	if err := r.read(strings.NewReader(timedOut)); err != nil {
+		t.Fatal(err)
+	}
+	want := "FAIL\tp\t2.016s\n" +
+		"--- UNFINISHED: TestSlow (running when p failed)\n" +
+		"panic: test timed out after 2s\n\trunning tests:\n" +
+		"--- UNFINISHED: TestSlow/inner (running when p failed)\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if got := r.summary(); got != "tests: 0 passed, 2 failed, 0 skipped; nothing skipped" {
+		t.Errorf("summary %q", got)
+	}
+}
