@@ -53,7 +53,7 @@ build: ## Build the binary into bin/.
 
 .PHONY: test
 test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS); the last line names every skipped test and why.
-	$(GO) run ./cmd/testreport -race -count=1 $(PKGS)
+	$(GO) run ./cmd/testreport -race -count=1 -timeout 15m $(PKGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput (and beside a hanging shadow, side by side), decoding; BELOW TARGET marks a figure under its target.
