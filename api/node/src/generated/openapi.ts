@@ -2326,7 +2326,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A text/event-stream: events added, claimed, released, approved, decided, requeued, held, unheld (data: QueueChange), a ready event once live, ': heartbeat' comments every 15 s. The id of each event is its position in the ledger's global order; send it back as Last-Event-ID to resume. */
+            /** @description A text/event-stream: it opens with retry: 2000 (ms), then events added, claimed, released, approved, decided, requeued, held, unheld (data: QueueChange), a ready event once live, ': heartbeat' comments every 15 s. The id of each event is its position in the ledger's global order; send it back as Last-Event-ID to resume. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
