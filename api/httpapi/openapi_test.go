@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/contentaccess"
 	"github.com/reviewledger/reviewledger/api/notify"
@@ -26,6 +28,14 @@ type openAPIDoc struct {
 		Responses map[string]json.RawMessage `json:"responses"`
 	} `json:"components"`
 	ProblemTypes map[string]int `json:"x-problem-types"`
+	// MethodNotAllowed is the 405 every route answers to a method it does
+	// not have: no operation's response, so described beside them.
+	MethodNotAllowed struct {
+		Response struct {
+			Headers map[string]json.RawMessage `json:"headers"`
+			Content map[string]json.RawMessage `json:"content"`
+		} `json:"response"`
+	} `json:"x-method-not-allowed"`
 }
 
 type openAPIOperation struct {
@@ -130,8 +140,39 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if got, ok := doc.ProblemTypes[ProblemTypeBase+row.kind]; !ok || got != row.status {
 			t.Errorf("problem type %s (%d) documented as %d", row.kind, row.status, got)
 		}
+		if row.status == http.StatusMethodNotAllowed {
+			continue // x-method-not-allowed, checked below
+		}
 		if _, ok := doc.Comps.Responses["Problem"+strconv.Itoa(row.status)]; !ok {
 			t.Errorf("no Problem%d response", row.status)
+		}
+	}
+	// x-method-not-allowed: a method a documented path does not have is a
+	// 405 problem whose Allow names the path's methods and OPTIONS, which
+	// is answered 204 with the same Allow.
+	mna := doc.MethodNotAllowed.Response
+	if _, ok := mna.Content[MIMEProblem]; !ok {
+		t.Errorf("x-method-not-allowed: no %s response", MIMEProblem)
+	}
+	for _, name := range []string{"Allow", echo.HeaderXRequestID} {
+		if _, ok := mna.Headers[name]; !ok {
+			t.Errorf("x-method-not-allowed: header %s not documented", name)
+		}
+	}
+	for path, ops := range doc.Paths {
+		probe := strings.NewReplacer("{id}", "r1", "{path}", "app.js").Replace(path)
+		allow := []string{http.MethodOptions}
+		for method := range ops {
+			allow = append(allow, strings.ToUpper(method))
+		}
+		slices.Sort(allow)
+		for method, status := range map[string]int{http.MethodPatch: http.StatusMethodNotAllowed, http.MethodOptions: http.StatusNoContent} {
+			rec := h.do(method, probe, "", "")
+			got := strings.Split(rec.Header().Get("Allow"), ", ")
+			slices.Sort(got)
+			if rec.Code != status || !slices.Equal(got, allow) {
+				t.Errorf("%s %s: %d with Allow %v, want %d with Allow %v", method, probe, rec.Code, got, status, allow)
+			}
 		}
 	}
 }
