@@ -1336,6 +1336,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description Refused by the HTTP server (Go's net/http) before any route saw the request: 400 for a malformed request (a missing Host header, an invalid header name), 417 for an Expect other than 100-continue, 431 for a request line and headers over the server's limit (64 KiB). Any route may answer these; the operations that answer no other client error list them. The body, when there is one, is net/http's plain text, not a problem, and there is no X-Request-Id. */
+        RefusedBeforeRouting: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
     };
     parameters: never;
     requestBodies: never;
@@ -1844,6 +1853,7 @@ export interface operations {
                     };
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     healthzHead: {
@@ -1862,6 +1872,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     readyz: {
@@ -1883,6 +1894,7 @@ export interface operations {
                 };
             };
             503: components["responses"]["Problem503"];
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     readyzHead: {
@@ -1908,6 +1920,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     metrics: {
@@ -1928,6 +1941,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     metricsHead: {
@@ -1946,6 +1960,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     openapi: {
@@ -1966,6 +1981,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     openapiHead: {
@@ -1984,6 +2000,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     uiAsset: {
