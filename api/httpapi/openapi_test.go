@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -9,7 +12,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/reviewledger/reviewledger/api"
 	"github.com/reviewledger/reviewledger/api/contentaccess"
@@ -26,6 +32,14 @@ type openAPIDoc struct {
 		Responses map[string]json.RawMessage `json:"responses"`
 	} `json:"components"`
 	ProblemTypes map[string]int `json:"x-problem-types"`
+	// MethodNotAllowed is the 405 every route answers to a method it does
+	// not have: no operation's response, so described beside them.
+	MethodNotAllowed struct {
+		Response struct {
+			Headers map[string]json.RawMessage `json:"headers"`
+			Content map[string]json.RawMessage `json:"content"`
+		} `json:"response"`
+	} `json:"x-method-not-allowed"`
 }
 
 type openAPIOperation struct {
@@ -130,8 +144,39 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if got, ok := doc.ProblemTypes[ProblemTypeBase+row.kind]; !ok || got != row.status {
 			t.Errorf("problem type %s (%d) documented as %d", row.kind, row.status, got)
 		}
+		if row.status == http.StatusMethodNotAllowed {
+			continue // x-method-not-allowed, checked below
+		}
 		if _, ok := doc.Comps.Responses["Problem"+strconv.Itoa(row.status)]; !ok {
 			t.Errorf("no Problem%d response", row.status)
+		}
+	}
+	// x-method-not-allowed: a method a documented path does not have is a
+	// 405 problem whose Allow names the path's methods and OPTIONS, which
+	// is answered 204 with the same Allow.
+	mna := doc.MethodNotAllowed.Response
+	if _, ok := mna.Content[MIMEProblem]; !ok {
+		t.Errorf("x-method-not-allowed: no %s response", MIMEProblem)
+	}
+	for _, name := range []string{"Allow", echo.HeaderXRequestID} {
+		if _, ok := mna.Headers[name]; !ok {
+			t.Errorf("x-method-not-allowed: header %s not documented", name)
+		}
+	}
+	for path, ops := range doc.Paths {
+		probe := strings.NewReplacer("{id}", "r1", "{path}", "app.js").Replace(path)
+		allow := []string{http.MethodOptions}
+		for method := range ops {
+			allow = append(allow, strings.ToUpper(method))
+		}
+		slices.Sort(allow)
+		for method, status := range map[string]int{http.MethodPatch: http.StatusMethodNotAllowed, http.MethodOptions: http.StatusNoContent} {
+			rec := h.do(method, probe, "", "")
+			got := strings.Split(rec.Header().Get("Allow"), ", ")
+			slices.Sort(got)
+			if rec.Code != status || !slices.Equal(got, allow) {
+				t.Errorf("%s %s: %d with Allow %v, want %d with Allow %v", method, probe, rec.Code, got, status, allow)
+			}
 		}
 	}
 }
@@ -214,4 +259,106 @@ func jsonFields(t reflect.Type) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// TestRefusedBeforeRouting checks the RefusedBeforeRouting response the
+// document lists on the operations that answer no other client error: the
+// HTTP server of the serve process (and of the probes-only listener)
+// answers a request with headers over its limit 431, a malformed one 400
+// and an unknown expectation 417, in plain text, before any route (no
+// X-Request-Id).
+func TestRefusedBeforeRouting(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Ref string `json:"$ref"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.Responses["4XX"].Ref == "#/components/responses/RefusedBeforeRouting" {
+				listed = append(listed, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("no operation lists RefusedBeforeRouting")
+	}
+	h := newHarness(t)
+	serve := func(handler http.Handler) string {
+		srv := h.srv.httpServer("127.0.0.1:0", handler)
+		var conns sync.WaitGroup
+		srv.ConnState = func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				conns.Done()
+			}
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(l) }()
+		t.Cleanup(func() {
+			_ = srv.Close()
+			<-done
+			conns.Wait() // a refused connection lingers a moment before it closes
+		})
+		return l.Addr().String()
+	}
+	apiAddr, probesAddr := serve(h.srv.Handler()), serve(h.srv.probes)
+	for _, key := range listed {
+		method, path, _ := strings.Cut(key, " ")
+		addrs := []string{apiAddr}
+		if path != "/openapi.json" {
+			addrs = append(addrs, probesAddr)
+		}
+		for _, addr := range addrs {
+			for _, tc := range []struct {
+				name    string
+				request string
+				status  int
+			}{
+				{"headers over the limit", method + " " + path + " HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 80<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge},
+				{"no Host header", method + " " + path + " HTTP/1.1\r\n\r\n", http.StatusBadRequest},
+				{"an unknown expectation", method + " " + path + " HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", http.StatusExpectationFailed},
+			} {
+				res := rawRequest(t, addr, tc.request)
+				ct := res.Header.Get(echo.HeaderContentType)
+				if res.StatusCode != tc.status || (ct != "" && !strings.HasPrefix(ct, echo.MIMETextPlain)) || res.Header.Get(echo.HeaderXRequestID) != "" {
+					t.Errorf("%s, %s on %s: %d %q, X-Request-Id %q; want %d in plain text before routing",
+						key, tc.name, addr, res.StatusCode, ct, res.Header.Get(echo.HeaderXRequestID), tc.status)
+				}
+			}
+		}
+	}
+}
+
+// rawRequest writes request as it is on a new connection to addr and reads
+// the answer's status and headers.
+func rawRequest(t *testing.T, addr, request string) *http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return res
 }

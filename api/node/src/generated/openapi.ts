@@ -1264,16 +1264,6 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Problem: method-not-allowed. */
-        Problem405: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
         /** @description Problem: content-purged. */
         Problem410: {
             headers: {
@@ -1344,6 +1334,15 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Refused by the HTTP server (Go's net/http) before any route saw the request: 400 for a malformed request (a missing Host header, an invalid header name), 417 for an Expect other than 100-continue, 431 for a request line and headers over the server's limit (64 KiB). Any route may answer these; the operations that answer no other client error list them. The body, when there is one, is net/http's plain text, not a problem, and there is no X-Request-Id. */
+        RefusedBeforeRouting: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
             };
         };
     };
@@ -1854,6 +1853,7 @@ export interface operations {
                     };
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     healthzHead: {
@@ -1872,6 +1872,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     readyz: {
@@ -1893,6 +1894,7 @@ export interface operations {
                 };
             };
             503: components["responses"]["Problem503"];
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     readyzHead: {
@@ -1918,6 +1920,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     metrics: {
@@ -1938,6 +1941,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     metricsHead: {
@@ -1956,6 +1960,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     openapi: {
@@ -1976,6 +1981,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     openapiHead: {
@@ -1994,6 +2000,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            "4XX": components["responses"]["RefusedBeforeRouting"];
         };
     };
     uiAsset: {
@@ -2326,7 +2333,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A text/event-stream: events added, claimed, released, approved, decided, requeued, held, unheld (data: QueueChange), a ready event once live, ': heartbeat' comments every 15 s. The id of each event is its position in the ledger's global order; send it back as Last-Event-ID to resume. */
+            /** @description A text/event-stream: it opens with retry: 2000 (ms), then events added, claimed, released, approved, decided, requeued, held, unheld (data: QueueChange), a ready event once live, ': heartbeat' comments every 15 s. The id of each event is its position in the ledger's global order; send it back as Last-Event-ID to resume. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
