@@ -1529,7 +1529,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The finding was applied. */
+            /** @description The finding was applied, or the review already holds the same finding (state and reasons) for the attempt, recorded by a callback under any webhook-id or by the provider's response: nothing changes and no conflict is counted. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
