@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/domain"
 )
 
@@ -246,3 +249,186 @@ type nopExporter struct{}
 
 func (nopExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (nopExporter) Shutdown(context.Context) error                             { return nil }
+
+// seeHooked is a store that calls before ahead of each SeeDelivery and
+// after once it answered, with the call's number, from 1.
+type seeHooked struct {
+	work.Store
+	n      atomic.Int32
+	before func(n int)
+	after  func(n int, first bool, outcome string)
+}
+
+func (s *seeHooked) SeeDelivery(ctx context.Context, webhookID, reviewID string, now time.Time) (bool, string, error) {
+	n := int(s.n.Add(1))
+	if s.before != nil {
+		s.before(n)
+	}
+	first, outcome, err := s.Store.SeeDelivery(ctx, webhookID, reviewID, now)
+	if s.after != nil {
+		s.after(n, first, outcome)
+	}
+	return first, outcome, err
+}
+
+// otherProcess is a second engine on h's store, ledger and clock.
+func otherProcess(t *testing.T, h *harness) *Engine {
+	t.Helper()
+	other, err := New(inProcess(Config{Policy: testPolicy(), Store: h.store, Ledger: h.ledger, Provider: h.prov, Signer: h.signer,
+		Clock: h.clock, Logger: slog.New(slog.DiscardHandler), Owner: "other"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.closePub() })
+	return other
+}
+
+// A copy of a delivery landing on another process while the first copy
+// is being handled, its outcome not yet stored and its attempt still in
+// flight, waits for the first copy's outcome and gets its answer, as do
+// copies later on either process: applied when the first copy applied
+// the finding, refused when it was refused (here: it came after its
+// attempt's timeout, the attempt not closed yet). Before, such a copy
+// was refused as a duplicate at once, and a later one answered 200.
+func TestOneWebhookOneAnswerAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		late bool
+		want string
+	}{
+		{"applied", false, "applied"},
+		{"refused", true, "conflict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, []step{async})
+			other := otherProcess(t, h)
+			ctx := context.Background()
+			h.submit(t, "rev-two", "c")
+			h.workOnce(t, "rev-two")
+			if tc.late {
+				h.clock.Advance(3 * time.Second) // past attempt 1's 2 s
+			}
+			firstHeld, firstGo, firstDone, copyWaits := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+			// The first copy is held once it has seen the delivery first.
+			h.store = &seeHooked{Store: h.store, after: func(n int, first bool, _ string) {
+				if n == 1 && first {
+					close(firstHeld)
+					<-firstGo
+				}
+			}}
+			// The copy found no outcome and the attempt in flight; its
+			// second look waits for the first copy to be done.
+			other.store = &seeHooked{Store: other.store, before: func(n int) {
+				if n == 2 {
+					close(copyWaits)
+					<-firstDone
+				}
+			}}
+			hdr, body := h.signedCallback("rev-two", 1, "accepted", "w-two")
+			firstAnswer, copyAnswer := make(chan string, 1), make(chan string, 1)
+			go func() {
+				firstAnswer <- callbackAnswer(h.HandleCallback(ctx, "rev-two", hdr, body))
+				close(firstDone)
+			}()
+			release := sync.OnceFunc(func() { close(firstGo) })
+			t.Cleanup(release)
+			<-firstHeld
+			go func() { copyAnswer <- callbackAnswer(other.HandleCallback(ctx, "rev-two", hdr, body)) }()
+			select {
+			case <-copyWaits:
+			case a := <-copyAnswer:
+				t.Fatalf("the copy answered %s while the first copy was still being handled", a)
+			}
+			release()
+			answers := []string{<-firstAnswer, <-copyAnswer}
+			for _, e := range []*Engine{h.Engine, other, h.Engine, other} {
+				answers = append(answers, callbackAnswer(e.HandleCallback(ctx, "rev-two", hdr, body)))
+			}
+			for i, a := range answers {
+				if a != tc.want {
+					t.Fatalf("answers %v (the first copy, the waiting copy, then later ones): #%d is not %s", answers, i, tc.want)
+				}
+			}
+			want := []string{"Submitted", "AttemptStarted", "FindingReceived:accepted:callback"}
+			if tc.late {
+				want = want[:2]
+			}
+			if got := h.types(t, "rev-two"); !slices.Equal(got, want) {
+				t.Errorf("events %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A copy waiting on another process's first copy that comes to no
+// outcome and lets the delivery go (a store fault) is handled afresh.
+func TestACopyHandledAfreshWhenTheFirstLetsItGo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []step{async})
+	other := otherProcess(t, h)
+	ctx := context.Background()
+	h.submit(t, "rev-go", "c")
+	h.workOnce(t, "rev-go")
+	// The first copy, on a process not drawn here, has seen the delivery.
+	if first, _, err := h.store.SeeDelivery(ctx, "w-go", "rev-go", h.clock.Now()); err != nil || !first {
+		t.Fatalf("SeeDelivery = %v, %v", first, err)
+	}
+	base := other.store
+	other.store = &seeHooked{Store: base, before: func(n int) {
+		if n == 2 { // the copy's second look: the first copy failed meanwhile
+			if err := base.ForgetDelivery(ctx, "w-go", "rev-go"); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	hdr, body := h.signedCallback("rev-go", 1, "rejected", "w-go")
+	if err := other.HandleCallback(ctx, "rev-go", hdr, body); err != nil {
+		t.Fatalf("copy = %v, want applied", err)
+	}
+	if err := h.HandleCallback(ctx, "rev-go", hdr, body); err != nil {
+		t.Fatalf("later copy = %v, want applied", err)
+	}
+	want := []string{"Submitted", "AttemptStarted", "FindingReceived:rejected:callback"}
+	if got := h.types(t, "rev-go"); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// A copy whose first copy stores no outcome while its attempt stays in
+// flight (the first copy held on another process, or its outcome lost)
+// is not given a final answer the first copy may contradict: after
+// deliveryWait it is answered ErrDeliveryInProgress, to be sent again, and
+// records no conflict. Once the attempt is closed, the ledger answers the
+// copy as the first copy was answered.
+func TestACopyWithoutOutcomeIsSentAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, []step{async})
+	ctx := context.Background()
+	h.submit(t, "rev-lost", "c")
+	h.workOnce(t, "rev-lost")
+	h.clock.Advance(3 * time.Second) // past attempt 1's 2 s; not closed yet
+	h.store = failingOutcomes{h.store}
+	hdr, body := h.signedCallback("rev-lost", 1, "accepted", "w-lost")
+	if err := h.HandleCallback(ctx, "rev-lost", hdr, body); !errors.Is(err, ErrConflictingCompletion) {
+		t.Fatalf("first copy = %v, want ErrConflictingCompletion", err)
+	}
+	before := h.clock.Now()
+	if err := h.HandleCallback(ctx, "rev-lost", hdr, body); !errors.Is(err, ErrDeliveryInProgress) {
+		t.Fatalf("copy without an outcome = %v, want ErrDeliveryInProgress", err)
+	}
+	if waited := h.clock.Now().Sub(before); waited != deliveryWait {
+		t.Errorf("the copy waited %s, want %s", waited, deliveryWait)
+	}
+	if got := h.conflicts(t, "rev-lost"); !slices.Equal(got, []string{"callback:attempt_not_in_flight:1"}) {
+		t.Errorf("conflicts %v, want the first copy's alone", got)
+	}
+	h.workOnce(t, "rev-lost") // closes attempt 1, starts attempt 2
+	if got := h.types(t, "rev-lost"); !slices.Contains(got, "AttemptTimedOut:deadline_exceeded") {
+		t.Fatalf("events %v: attempt 1 not closed", got)
+	}
+	if err := h.HandleCallback(ctx, "rev-lost", hdr, body); !errors.Is(err, ErrConflictingCompletion) {
+		t.Fatalf("copy once the attempt closed = %v, want ErrConflictingCompletion", err)
+	}
+}
