@@ -300,65 +300,74 @@ func TestOneWebhookOneAnswerAcrossProcesses(t *testing.T) {
 		{"applied", false, "applied"},
 		{"refused", true, "conflict"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, []step{async})
-			other := otherProcess(t, h)
-			ctx := context.Background()
-			h.submit(t, "rev-two", "c")
-			h.workOnce(t, "rev-two")
-			if tc.late {
-				h.clock.Advance(3 * time.Second) // past attempt 1's 2 s
-			}
-			firstHeld, firstGo, firstDone, copyWaits := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
-			// The first copy is held once it has seen the delivery first.
-			h.store = &seeHooked{Store: h.store, after: func(n int, first bool, _ string) {
-				if n == 1 && first {
-					close(firstHeld)
-					<-firstGo
-				}
-			}}
-			// The copy found no outcome and the attempt in flight; its
-			// second look waits for the first copy to be done.
-			other.store = &seeHooked{Store: other.store, before: func(n int) {
-				if n == 2 {
-					close(copyWaits)
-					<-firstDone
-				}
-			}}
-			hdr, body := h.signedCallback("rev-two", 1, "accepted", "w-two")
-			firstAnswer, copyAnswer := make(chan string, 1), make(chan string, 1)
-			go func() {
-				firstAnswer <- callbackAnswer(h.HandleCallback(ctx, "rev-two", hdr, body))
-				close(firstDone)
-			}()
-			release := sync.OnceFunc(func() { close(firstGo) })
-			t.Cleanup(release)
-			<-firstHeld
-			go func() { copyAnswer <- callbackAnswer(other.HandleCallback(ctx, "rev-two", hdr, body)) }()
-			select {
-			case <-copyWaits:
-			case a := <-copyAnswer:
-				t.Fatalf("the copy answered %s while the first copy was still being handled", a)
-			}
-			release()
-			answers := []string{<-firstAnswer, <-copyAnswer}
-			for _, e := range []*Engine{h.Engine, other, h.Engine, other} {
-				answers = append(answers, callbackAnswer(e.HandleCallback(ctx, "rev-two", hdr, body)))
-			}
-			for i, a := range answers {
-				if a != tc.want {
-					t.Fatalf("answers %v (the first copy, the waiting copy, then later ones): #%d is not %s", answers, i, tc.want)
-				}
-			}
-			want := []string{"Submitted", "AttemptStarted", "FindingReceived:accepted:callback"}
-			if tc.late {
-				want = want[:2]
-			}
-			if got := h.types(t, "rev-two"); !slices.Equal(got, want) {
-				t.Errorf("events %v, want %v", got, want)
-			}
-		})
+		for _, store := range []struct {
+			name string
+			new  func(*testing.T, []step, ...func(*Config)) *harness
+		}{{"memwork", newHarness}, {"pgwork", newPGHarness}} {
+			t.Run(tc.name+"/"+store.name, func(t *testing.T) {
+				t.Parallel()
+				oneWebhookOneAnswerAcrossProcesses(t, store.new(t, []step{async}), tc.late, tc.want)
+			})
+		}
+	}
+}
+
+func oneWebhookOneAnswerAcrossProcesses(t *testing.T, h *harness, late bool, want string) {
+	t.Helper()
+	other := otherProcess(t, h)
+	ctx := context.Background()
+	h.submit(t, "rev-two", "c")
+	h.workOnce(t, "rev-two")
+	if late {
+		h.clock.Advance(3 * time.Second) // past attempt 1's 2 s
+	}
+	firstHeld, firstGo, firstDone, copyWaits := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	// The first copy is held once it has seen the delivery first.
+	h.store = &seeHooked{Store: h.store, after: func(n int, first bool, _ string) {
+		if n == 1 && first {
+			close(firstHeld)
+			<-firstGo
+		}
+	}}
+	// The copy found no outcome and the attempt in flight; its second
+	// look waits for the first copy to be done.
+	other.store = &seeHooked{Store: other.store, before: func(n int) {
+		if n == 2 {
+			close(copyWaits)
+			<-firstDone
+		}
+	}}
+	hdr, body := h.signedCallback("rev-two", 1, "accepted", "w-two")
+	firstAnswer, copyAnswer := make(chan string, 1), make(chan string, 1)
+	go func() {
+		firstAnswer <- callbackAnswer(h.HandleCallback(ctx, "rev-two", hdr, body))
+		close(firstDone)
+	}()
+	release := sync.OnceFunc(func() { close(firstGo) })
+	t.Cleanup(release)
+	<-firstHeld
+	go func() { copyAnswer <- callbackAnswer(other.HandleCallback(ctx, "rev-two", hdr, body)) }()
+	select {
+	case <-copyWaits:
+	case a := <-copyAnswer:
+		t.Fatalf("the copy answered %s while the first copy was still being handled", a)
+	}
+	release()
+	answers := []string{<-firstAnswer, <-copyAnswer}
+	for _, e := range []*Engine{h.Engine, other, h.Engine, other} {
+		answers = append(answers, callbackAnswer(e.HandleCallback(ctx, "rev-two", hdr, body)))
+	}
+	for i, a := range answers {
+		if a != want {
+			t.Fatalf("answers %v (the first copy, the waiting copy, then later ones): #%d is not %s", answers, i, want)
+		}
+	}
+	events := []string{"Submitted", "AttemptStarted", "FindingReceived:accepted:callback"}
+	if late {
+		events = events[:2]
+	}
+	if got := h.types(t, "rev-two"); !slices.Equal(got, events) {
+		t.Errorf("events %v, want %v", got, events)
 	}
 }
 
