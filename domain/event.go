@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	storedjson "github.com/go-json-experiment/json/v1"
@@ -147,6 +148,11 @@ type FindingReceived struct {
 	Source     string    `json:"source"` // "response" or "callback"
 	ElapsedMS  int64     `json:"elapsed_ms"`
 	ReceivedAt time.Time `json:"received_at"`
+}
+
+// Finding returns the finding e records.
+func (e FindingReceived) Finding() Finding {
+	return Finding{ReviewID: e.ReviewID, Attempt: e.Attempt, State: e.State, Reasons: slices.Clone(e.Reasons)}
 }
 
 // EscalationReason says why a review left the automated path.

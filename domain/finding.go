@@ -33,6 +33,14 @@ func (f Finding) CheckComplete(reviewID string) error {
 	return nil
 }
 
+// Equal reports whether f and g are the same finding: the same review,
+// attempt and state, and the same reasons in the same order (no reasons
+// and an empty list alike). Where a finding came from (a response or a
+// callback, which webhook) is not part of it.
+func (f Finding) Equal(g Finding) bool {
+	return f.ReviewID == g.ReviewID && f.Attempt == g.Attempt && f.State == g.State && slices.Equal(f.Reasons, g.Reasons)
+}
+
 // HeldByGate reports whether an automated finding of state, on a class whose
 // policy sets human_gate, is held for a moderator instead of deciding the
 // review: an accept on a human-gated class. Such a FindingReceived is always

@@ -27,13 +27,24 @@ var actorProvider = ledger.Actor{Name: "provider"}
 // review's owner need not be this one, and a review parked waiting for it
 // is not held by any.
 //
+// A callback whose finding is the one the review holds for its attempt
+// (domain.Finding.Equal: recorded by a copy of this delivery, by a callback
+// under another webhook-id, or by the provider's response), whether it
+// arrives with the one that recorded it or later, is answered nil,
+// changes nothing and is no conflict.
+//
 // Errors: provider.ErrInvalidSignature (bad, missing or stale signature),
 // domain.ErrReviewNotFound, ErrConflictingCompletion (the attempt is not in
 // flight, the review moved on, or the append failed its expected-revision
-// check; each recorded as a conflicting completion), domain.ErrInvalidFinding
-// (the body is not a complete finding for the review). A delivery already
-// applied is answered nil again and changes nothing; copies of one
-// delivery arriving at once in one process get the first's answer.
+// check, and the review holds another finding for the attempt or none;
+// each recorded as a conflicting completion), domain.ErrInvalidFinding
+// (the body is not a complete finding for the review),
+// ErrDeliveryInProgress (a copy of a delivery another process is still
+// handling, whose outcome did not come within deliveryWait: to be sent
+// again). A delivery already applied is answered nil again and changes
+// nothing; copies of one delivery arriving at once in one process get the
+// first's answer, and a copy arriving in another process while the first
+// is handled waits for its outcome: one webhook-id, one final answer.
 func (e *Engine) HandleCallback(ctx context.Context, reviewID string, header http.Header, body []byte) error {
 	now := e.clock.Now()
 	webhookID, by, err := e.verify(header, body, now)
@@ -103,9 +114,15 @@ func (e *Engine) deliver(ctx context.Context, webhookID, reviewID string, body [
 		return err
 	}
 	if !first {
-		return e.redelivered(ctx, webhookID, reviewID, outcome, body)
+		return e.redelivered(ctx, webhookID, reviewID, outcome, body, by)
 	}
-	err = e.applyCallback(ctx, reviewID, body, by)
+	return e.deliverFirst(ctx, webhookID, reviewID, body, by)
+}
+
+// deliverFirst applies the first copy of a delivery and stores its
+// outcome, or lets the delivery go when it came to none.
+func (e *Engine) deliverFirst(ctx context.Context, webhookID, reviewID string, body []byte, by []string) error {
+	err := e.applyCallback(ctx, reviewID, body, by)
 	switch {
 	case err == nil:
 		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
@@ -145,43 +162,125 @@ func (e *Engine) settle(ctx context.Context, webhookID, reviewID, outcome string
 	e.log.Warn("store callback outcome; a redelivery is checked against the ledger", "review_id", reviewID, "outcome", outcome, "error", err.Error())
 }
 
-// redelivered answers a delivery seen before: as it was answered then, or
-// from the ledger when no outcome was stored (a concurrent delivery still
-// in progress, or an outcome that could not be stored).
-func (e *Engine) redelivered(ctx context.Context, webhookID, reviewID, outcome string, body []byte) error {
-	switch outcome {
-	case work.DeliveryApplied:
-		return nil
-	case work.DeliveryInvalid:
-		return fmt.Errorf("webhook %s delivered again: %w", webhookID, domain.ErrInvalidFinding)
-	case work.DeliveryConflict:
-		return e.callbackConflict(ctx, reviewID, redelivery(body, "webhook delivered again"))
+// deliveryWait bounds how long a copy of a delivery waits for the first
+// copy's outcome when the ledger cannot answer for it yet.
+const deliveryWait = 5 * time.Second
+
+// redelivered answers a delivery seen before: as it was answered then.
+// When no outcome is stored (the first copy is still being handled by
+// another process, since copies in this one share its answer, or its
+// outcome could not be stored), it waits for the outcome, polling, while
+// the ledger cannot say what the first copy comes to (answerFromLedger);
+// a first copy that lets the delivery go meanwhile leaves this one to be
+// handled afresh. One webhook-id gets one final answer: when neither the
+// outcome nor the ledger answers within deliveryWait, the answer is
+// ErrDeliveryInProgress, which the provider sends again.
+func (e *Engine) redelivered(ctx context.Context, webhookID, reviewID, outcome string, body []byte, by []string) error {
+	retry := newBackoff()
+	var waited time.Duration
+	for {
+		switch outcome {
+		case work.DeliveryApplied:
+			return nil
+		case work.DeliveryInvalid:
+			return fmt.Errorf("webhook %s delivered again: %w", webhookID, domain.ErrInvalidFinding)
+		case work.DeliveryConflict:
+			return e.callbackConflict(ctx, reviewID, redelivery(body, "webhook delivered again"))
+		}
+		if answered, err := e.answerFromLedger(ctx, webhookID, reviewID, body); answered {
+			return err
+		}
+		if waited >= deliveryWait {
+			e.log.Warn("callback delivery still being handled elsewhere; answered to be sent again", "review_id", reviewID, "waited_ms", waited.Milliseconds())
+			return fmt.Errorf("webhook %s for review %q: no outcome after %s: %w", webhookID, reviewID, waited, ErrDeliveryInProgress)
+		}
+		d := min(retry.next(), deliveryWait-waited)
+		if err := e.clock.Sleep(ctx, d); err != nil {
+			return err
+		}
+		waited += d
+		first, stored, err := e.store.SeeDelivery(ctx, webhookID, reviewID, e.clock.Now())
+		if err != nil {
+			return err
+		}
+		if first {
+			// The first copy came to no outcome and let the delivery go.
+			return e.deliverFirst(ctx, webhookID, reviewID, body, by)
+		}
+		outcome = stored
 	}
-	c := redelivery(body, "webhook delivered twice at once")
-	if applied, err := e.appliedByCallback(ctx, reviewID, c.Attempt, c.State); err != nil {
-		return err
-	} else if applied {
-		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
-		return nil
-	}
-	return e.callbackConflict(ctx, reviewID, c)
 }
 
-// appliedByCallback reports whether the review's ledger holds a callback's
-// finding for attempt with state.
-func (e *Engine) appliedByCallback(ctx context.Context, reviewID string, attempt int, state domain.Decision) (bool, error) {
-	h, err := e.ledger.History(ctx, reviewID)
+// answerFromLedger answers a copy of a delivery whose first copy's outcome
+// is not stored, when the ledger says what the first copy comes to: a body
+// that is not a finding is invalid whoever reads it; once the attempt it
+// names is no longer in flight (or the review no longer pending), the
+// finding recorded for it, if any, is there for good, and the copy is
+// applied when it is the delivery's finding, refused as a duplicate
+// otherwise, as the first copy is. While the attempt is in flight the
+// first copy may still record the finding or be refused (its timeout
+// passed): answered is false.
+func (e *Engine) answerFromLedger(ctx context.Context, webhookID, reviewID string, body []byte) (answered bool, err error) {
+	snap, err := e.ledger.Load(ctx, reviewID)
+	if err != nil {
+		return true, err
+	}
+	f, err := callbackFinding(reviewID, body)
+	if err != nil {
+		return true, fmt.Errorf("webhook %s delivered again: %w", webhookID, err)
+	}
+	if n, _, _, _ := snap.InFlight(); snap.State() == domain.StatePending && n == f.Attempt {
+		return false, nil
+	}
+	held, err := e.holdsFinding(ctx, f)
+	if err != nil {
+		return true, err
+	}
+	if held {
+		e.settle(ctx, webhookID, reviewID, work.DeliveryApplied)
+		return true, nil
+	}
+	return true, e.refuseCallback(ctx, snap.Review, redelivery(body, "webhook delivered twice at once"))
+}
+
+// holdsFinding reports whether the review's ledger holds f: the finding
+// recorded for f's attempt, by a response or a callback under any
+// webhook-id, is equal to it (domain.Finding.Equal).
+func (e *Engine) holdsFinding(ctx context.Context, f domain.Finding) (bool, error) {
+	h, err := e.ledger.History(ctx, f.ReviewID)
 	if err != nil {
 		return false, err
 	}
 	for _, ent := range h.Events {
-		if f, ok := ent.Event.(domain.FindingReceived); ok && f.Source == domain.SourceCallback && f.Attempt == attempt && f.State == state {
-			return true, nil
+		if r, ok := ent.Event.(domain.FindingReceived); ok && r.Attempt == f.Attempt {
+			// An attempt has one finding at most: it ends the attempt.
+			return r.Finding().Equal(f), nil
 		}
 	}
 	return false, nil
 }
 
+// callbackFinding reads a callback's body as a complete finding for the
+// review; the error wraps domain.ErrInvalidFinding.
+func callbackFinding(reviewID string, body []byte) (domain.Finding, error) {
+	var cb provider.CallbackBody
+	if err := json.Unmarshal(body, &cb); err != nil {
+		return domain.Finding{}, fmt.Errorf("callback body is not JSON: %w", domain.ErrInvalidFinding)
+	}
+	if cb.Attempt < 1 {
+		return domain.Finding{}, fmt.Errorf("callback attempt must be at least 1, got %d: %w", cb.Attempt, domain.ErrInvalidFinding)
+	}
+	f := domain.Finding{ReviewID: cb.ReviewID, Attempt: cb.Attempt, State: domain.Decision(cb.State), Reasons: cb.Reasons}
+	if err := f.CheckComplete(reviewID); err != nil {
+		return domain.Finding{}, err
+	}
+	return f, nil
+}
+
+// applyCallback commits a callback's finding. A finding that cannot be
+// committed because the review holds it already (recorded by another
+// webhook-id, by a copy of this one, or by the provider's response) is
+// answered as applied: it changes nothing and is no conflict.
 func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte, by []string) (err error) {
 	snap, err := e.ledger.Load(ctx, reviewID)
 	if err != nil {
@@ -189,18 +288,11 @@ func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte
 	}
 	ctx, traced := e.traceCallback(ctx, snap)
 	defer func() { traced(err) }()
-	var cb provider.CallbackBody
-	if err := json.Unmarshal(body, &cb); err != nil {
-		return fmt.Errorf("callback body is not JSON: %w", domain.ErrInvalidFinding)
-	}
-	if cb.Attempt < 1 {
-		return fmt.Errorf("callback attempt must be at least 1, got %d: %w", cb.Attempt, domain.ErrInvalidFinding)
-	}
-	f := domain.Finding{ReviewID: cb.ReviewID, Attempt: cb.Attempt, State: domain.Decision(cb.State), Reasons: cb.Reasons}
-	if err := f.CheckComplete(reviewID); err != nil {
+	f, err := callbackFinding(reviewID, body)
+	if err != nil {
 		return err
 	}
-	if n, _, _, _ := snap.InFlight(); n == cb.Attempt && by != nil && !slices.Contains(by, snap.InFlightProvider()) {
+	if n, _, _, _ := snap.InFlight(); n == f.Attempt && by != nil && !slices.Contains(by, snap.InFlightProvider()) {
 		return fmt.Errorf("callback for attempt %d of provider %q signed with another provider's secret: %w", n, snap.InFlightProvider(), provider.ErrInvalidSignature)
 	}
 	var now time.Time
@@ -214,7 +306,18 @@ func (e *Engine) applyCallback(ctx context.Context, reviewID string, body []byte
 		// appended since fails the write.
 		return ledger.Step{Events: events, Work: &work.Change{Op: work.Release, ReviewID: reviewID}}, nil
 	})
-	c := domain.Conflict{Attempt: cb.Attempt, Source: domain.SourceCallback, State: f.State}
+	if errors.Is(err, domain.ErrNotPending) || errors.Is(err, domain.ErrAttemptNotInFlight) || errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		// Read after the refusal: once the attempt is no longer in
+		// flight (what moved the review ended it), its finding, if any,
+		// is in the ledger for good.
+		if held, herr := e.holdsFinding(ctx, f); herr != nil {
+			return herr
+		} else if held {
+			e.log.Info("callback finding already recorded", "review_id", reviewID, "attempt", f.Attempt, "state", string(f.State))
+			return nil
+		}
+	}
+	c := domain.Conflict{Attempt: f.Attempt, Source: domain.SourceCallback, State: f.State}
 	switch {
 	case errors.Is(err, domain.ErrNotPending):
 		c.Reason, c.Detail = domain.ConflictReviewMovedOn, "review is "+string(snap.State())

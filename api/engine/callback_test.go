@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -72,6 +73,81 @@ func TestWebhookIDOfAnotherReview(t *testing.T) {
 			t.Errorf("%s: %s, want accepted by its callback", id, rv.State())
 		}
 	}
+}
+
+// A callback whose finding is the one the review holds for its attempt
+// changes nothing and is answered applied, not refused, whoever recorded
+// it: the provider's response, or a callback under another webhook-id
+// (here on a class whose accept is held for a moderator, so the review
+// has moved on to manual_review). Another finding for that attempt (other
+// reasons, another state) or one for another attempt is refused as before.
+func TestCallbackOfTheRecordedFinding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	check := func(t *testing.T, h *harness, id string, state domain.Decision, reasons []string, wantConflicts []string) {
+		t.Helper()
+		before := h.types(t, id)
+		for _, w := range []string{"same-1", "same-2"} {
+			hdr, body := h.signedFinding(id, 1, string(state), reasons, w)
+			for range 2 {
+				if err := h.HandleCallback(ctx, id, hdr, body); err != nil {
+					t.Fatalf("%s: the recorded finding = %v, want applied", w, err)
+				}
+			}
+		}
+		other := domain.DecisionAccepted
+		if state == other {
+			other = domain.DecisionRejected
+		}
+		for _, c := range []struct {
+			w       string
+			attempt int
+			state   domain.Decision
+			reasons []string
+		}{
+			{"other-reasons", 1, state, append(slices.Clone(reasons), "more")},
+			{"other-state", 1, other, reasons},
+			{"other-attempt", 2, state, reasons},
+		} {
+			hdr, body := h.signedFinding(id, c.attempt, string(c.state), c.reasons, c.w)
+			if err := h.HandleCallback(ctx, id, hdr, body); !errors.Is(err, ErrConflictingCompletion) {
+				t.Errorf("%s = %v, want ErrConflictingCompletion", c.w, err)
+			}
+		}
+		if got := h.types(t, id); !slices.Equal(got, before) {
+			t.Errorf("events %v, want %v", got, before)
+		}
+		if got := h.conflicts(t, id); !slices.Equal(got, wantConflicts) {
+			t.Errorf("conflicts %v, want %v", got, wantConflicts)
+		}
+		if n := h.counter(t, h.metrics.conflicts.WithLabelValues(domain.SourceCallback)); n != float64(len(wantConflicts)) {
+			t.Errorf("%v callback conflicts counted, want %d", n, len(wantConflicts))
+		}
+	}
+	t.Run("by the response", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, []step{finding("rev-resp", domain.DecisionRejected, "spam", "lang:en")})
+		if rv := h.run(t, "rev-resp", "c"); rv.State() != domain.StateRejected {
+			t.Fatalf("%s, want rejected by the response", rv.State())
+		}
+		check(t, h, "rev-resp", domain.DecisionRejected, []string{"spam", "lang:en"},
+			[]string{"callback:review_moved_on:1", "callback:review_moved_on:1", "callback:review_moved_on:2"})
+	})
+	t.Run("by another webhook", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t, []step{async})
+		h.submit(t, "rev-gated", "gated")
+		h.workOnce(t, "rev-gated")
+		hdr, body := h.signedFinding("rev-gated", 1, "accepted", nil, "first")
+		if err := h.HandleCallback(ctx, "rev-gated", hdr, body); err != nil {
+			t.Fatal(err)
+		}
+		if rv := h.load(t, "rev-gated"); rv.State() != domain.StateManualReview {
+			t.Fatalf("%s, want manual_review: the accept is held", rv.State())
+		}
+		check(t, h, "rev-gated", domain.DecisionAccepted, []string{},
+			[]string{"callback:review_moved_on:1", "callback:review_moved_on:1", "callback:review_moved_on:2"})
+	})
 }
 
 // failingOutcomes is a store whose delivery outcomes cannot be written.

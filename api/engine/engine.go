@@ -39,6 +39,11 @@ var (
 	// its attempt is no longer the one in flight, the review moved on, or
 	// its append failed the expected-revision check. It changes nothing.
 	ErrConflictingCompletion = errors.New("conflicting completion")
+	// ErrDeliveryInProgress: a copy of a callback delivery whose first
+	// copy, handled by another process, stored no outcome while the copy
+	// waited, and whose answer the ledger cannot give yet. Nothing was
+	// done; the provider sends it again.
+	ErrDeliveryInProgress = errors.New("callback delivery still being handled")
 	// ErrShutdown is the cause given to the calls in progress when the
 	// engine stops: their attempts end as cancelled and the reviews stay
 	// pending for the next owner, never escalated.

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -460,9 +460,19 @@ func (h *harness) conflicts(t *testing.T, id string) []string {
 	return out
 }
 
-// signedCallback returns headers and body of a callback signed now.
+// signedCallback returns headers and body of a callback signed now, its
+// finding's reasons ["r"].
 func (h *harness) signedCallback(id string, attempt int, state, webhookID string) (http.Header, []byte) {
-	body := []byte(`{"review_id":"` + id + `","attempt":` + strconv.Itoa(attempt) + `,"state":"` + state + `","reasons":["r"]}`)
+	return h.signedFinding(id, attempt, state, []string{"r"}, webhookID)
+}
+
+// signedFinding returns headers and body of a callback with that finding,
+// signed now.
+func (h *harness) signedFinding(id string, attempt int, state string, reasons []string, webhookID string) (http.Header, []byte) {
+	body, err := json.Marshal(provider.CallbackBody{ReviewID: id, Attempt: attempt, State: state, Reasons: reasons})
+	if err != nil {
+		panic(err)
+	}
 	hdr := http.Header{}
 	h.signer.SignHeader(hdr, webhookID, h.clock.Now(), body)
 	return hdr, body

@@ -32,8 +32,18 @@ func TestCallback(t *testing.T) {
 		{fmt.Errorf("bad: %w", domain.ErrInvalidFinding), http.StatusUnprocessableEntity, "invalid-finding"},
 		{fmt.Errorf("stale: %w", provider.ErrInvalidSignature), http.StatusUnauthorized, "invalid-signature"},
 		{fmt.Errorf("late: %w", engine.ErrConflictingCompletion), http.StatusConflict, "conflicting-completion"},
+		{fmt.Errorf("copy: %w", engine.ErrDeliveryInProgress), http.StatusServiceUnavailable, "delivery-in-progress"},
 	} {
 		h.runner.callbackErr = tc.err
-		wantProblem(t, h.do("POST", "/v1/reviews/r1/findings", "", body), tc.status, tc.kind, "")
+		rec := h.do("POST", "/v1/reviews/r1/findings", "", body)
+		wantProblem(t, rec, tc.status, tc.kind, "")
+		// A copy whose first copy is still being handled is sent again.
+		want := ""
+		if tc.status == http.StatusServiceUnavailable {
+			want = "1"
+		}
+		if got := rec.Header().Get("Retry-After"); got != want {
+			t.Errorf("%s: Retry-After %q, want %q", tc.kind, got, want)
+		}
 	}
 }

@@ -82,6 +82,7 @@ var problemTable = []problemKind{
 	{eventstore.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "Temporarily unavailable"},
 	{provider.ErrInvalidSignature, http.StatusUnauthorized, "invalid-signature", "Invalid or stale webhook signature"},
 	{engine.ErrConflictingCompletion, http.StatusConflict, "conflicting-completion", "Conflicting completion"},
+	{engine.ErrDeliveryInProgress, http.StatusServiceUnavailable, "delivery-in-progress", "Callback delivery still being handled"},
 	{ErrInvalidRequest, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
 	{notify.ErrInvalidQuery, http.StatusBadRequest, "invalid-request", "Invalid request"},
@@ -218,7 +219,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case http.StatusTooManyRequests:
 		h.Set(echo.HeaderRetryAfter, strconv.Itoa(retryAfterSeconds(s.cfg.RetryAfter)))
 	case http.StatusServiceUnavailable:
-		if row.kind == "unavailable" {
+		if row.kind == "unavailable" || row.kind == "delivery-in-progress" {
 			h.Set(echo.HeaderRetryAfter, "1")
 		}
 	}

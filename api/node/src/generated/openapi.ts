@@ -1326,7 +1326,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Problem: not-ready, or unavailable (the database went away for a while; Retry-After says when to try again). */
+        /** @description Problem: not-ready, unavailable (the database went away for a while; Retry-After says when to try again), or delivery-in-progress (a provider callback arriving while another copy of its webhook-id is still being handled, whose outcome did not come within 5 s; Retry-After says when to send it again). */
         Problem503: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1528,7 +1528,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The finding was applied. */
+            /** @description The finding was applied, or the review already holds the same finding (state and reasons) for the attempt, recorded by a callback under any webhook-id or by the provider's response: nothing changes and no conflict is counted. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1545,6 +1545,7 @@ export interface operations {
             413: components["responses"]["Problem413"];
             422: components["responses"]["Problem422"];
             500: components["responses"]["Problem500"];
+            503: components["responses"]["Problem503"];
         };
     };
     decideReview: {
