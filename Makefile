@@ -73,12 +73,13 @@ bench-scale: build ## At scale: one ledger grown to 3,000,000 reviews through th
 	$(GO) run ./cmd/reviewledger-bench scale -bin $(BIN) $(BENCH_SCALE_FLAGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the request decoders, the review ID parser, the event decoder and the metadata scan briefly (FUZZTIME inputs each, default 20000x).
+fuzz: ## Fuzz the request decoders, the review ID parser, the event decoders (canonical and compact) and the metadata scan briefly (FUZZTIME inputs each, default 20000x).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateReviewID$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./domain/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStored$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/engine/provider/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanCompact$$' -fuzztime $(FUZZTIME) ./eventstore/ledger/
 

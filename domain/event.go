@@ -34,7 +34,10 @@ const (
 //   - 2: a Submitted names its snapshot by digest ("policy_digest") and the
 //     snapshot is stored once, apart (the ledger resolves it on reading);
 //     the event metadata is compact (the ledger's Metadata).
-const SchemaVersion = 2
+//   - 3: the bodies of the events every review writes are stored compact
+//     where their fields allow (EncodeStored; DecodeStored reads either
+//     form).
+const SchemaVersion = 3
 
 // Event is one fact in a review's history. Event bodies hold what a decision
 // record needs and never the reviewed content.

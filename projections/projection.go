@@ -178,7 +178,7 @@ func decode(ctx context.Context, policies *ledger.Policies, recorded []eventstor
 			skipped++
 			continue
 		}
-		e, err := policies.Decode(ctx, r.Type, r.Data)
+		e, err := policies.Decode(ctx, id, r.Type, r.Data)
 		if err != nil {
 			return nil, 0, fmt.Errorf("event %s at %s (%s revision %d): %w", r.ID, r.Position, r.Stream, r.Revision, err)
 		}

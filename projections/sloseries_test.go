@@ -53,7 +53,8 @@ func recomputed(t *testing.T, e *env, from time.Time, step time.Duration, n int,
 			if strings.HasPrefix(rec.Stream, ledger.PolicyStreamPrefix) {
 				continue // a policy snapshot: no review's event
 			}
-			ev, err := domain.DecodeEvent(rec.Type, rec.Data)
+			_, owner, _ := strings.Cut(rec.Stream, "-") // review-, conflicts- or shadows-<id>
+			ev, err := domain.DecodeStored(owner, rec.Type, rec.Data)
 			if err != nil {
 				t.Fatal(err)
 			}

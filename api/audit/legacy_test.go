@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,15 +22,33 @@ import (
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
-// legacyReviews are the reviews of testdata/legacy_v1: the stored events,
-// byte for byte, of a ledger written by schema 1 (release 0178c7b, every
-// Submitted with its policy inline and the metadata in its first form),
+// legacyReviews are the reviews of the fixtures in testdata/legacy_v*: the
+// stored events, byte for byte, of a ledger written by an earlier release,
 // and the replay that release rendered of each.
 var legacyReviews = []string{"cap-1", "rule-1", "cap-2", "cap-3"}
 
-func legacyRecords(t *testing.T) []eventstore.RecordedEvent {
+// legacyFixture is one earlier release's ledger.
+type legacyFixture struct {
+	dir    string
+	schema int // of every event's metadata
+	// inline is true when every Submitted holds its policy (schema 1),
+	// false when it names it by digest.
+	inline bool
+}
+
+var legacyFixtures = []legacyFixture{
+	// Schema 1 (release 0178c7b): every Submitted with its policy inline
+	// and the metadata in its first form.
+	{dir: "legacy_v1", schema: 1, inline: true},
+	// Schema 2 (release 8e22bd6): policies stored once and named by
+	// digest, compact metadata, every body an object; with a failover, a
+	// shadow observation and a conflicting completion.
+	{dir: "legacy_v2", schema: 2},
+}
+
+func legacyRecords(t *testing.T, fx legacyFixture) []eventstore.RecordedEvent {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "legacy_v1", "events.json"))
+	b, err := os.ReadFile(filepath.Join("testdata", fx.dir, "events.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,58 +74,48 @@ func restore(t *testing.T, store eventstore.Store, recs []eventstore.RecordedEve
 	}
 }
 
-// TestLedgerOfSchema1ReadsAsItWas: a ledger written by the previous
+// TestLedgerOfEarlierSchemasReadsAsItWas: a ledger written by an earlier
 // release reads the same under this one, on every backend: every event
 // decodes, every review rebuilds with the policy its Submitted held
-// inline, audit verify finds it intact, the replays are those the previous
-// release rendered, and a stream of schema 1 events goes on with schema 2
-// ones under one hash chain.
-func TestLedgerOfSchema1ReadsAsItWas(t *testing.T) {
-	recs := legacyRecords(t)
-	t.Run("memstore", func(t *testing.T) {
-		store := memstore.New()
-		i := 0
-		store.Now = func() time.Time { return recs[min(i, len(recs)-1)].RecordedAt }
-		for ; i < len(recs); i++ {
-			restore(t, store, recs[i:i+1])
-		}
-		checkLegacy(t, store, nil)
-	})
-	t.Run("pgstore", func(t *testing.T) {
-		pool := dbtest.Pool(t)
-		store := pgstore.New(pool, pgstore.Config{})
-		t.Cleanup(store.Close)
-		restore(t, store, recs)
-		if _, err := pool.Exec(context.Background(), `UPDATE event SET recorded_at = $1`, t0); err != nil {
-			t.Fatal(err)
-		}
-		checkLegacy(t, store, pool)
-	})
+// (inline, or named by digest), audit verify finds it intact, the replays
+// are those the earlier release rendered, and its streams go on with
+// events of this release's schema under one hash chain.
+func TestLedgerOfEarlierSchemasReadsAsItWas(t *testing.T) {
+	for _, fx := range legacyFixtures {
+		t.Run(fx.dir, func(t *testing.T) {
+			recs := legacyRecords(t, fx)
+			t.Run("memstore", func(t *testing.T) {
+				store := memstore.New()
+				i := 0
+				store.Now = func() time.Time { return recs[min(i, len(recs)-1)].RecordedAt }
+				for ; i < len(recs); i++ {
+					restore(t, store, recs[i:i+1])
+				}
+				checkLegacy(t, fx, store, nil)
+			})
+			t.Run("pgstore", func(t *testing.T) {
+				pool := dbtest.Pool(t)
+				store := pgstore.New(pool, pgstore.Config{})
+				t.Cleanup(store.Close)
+				restore(t, store, recs)
+				if _, err := pool.Exec(context.Background(), `UPDATE event SET recorded_at = $1`, t0); err != nil {
+					t.Fatal(err)
+				}
+				checkLegacy(t, fx, store, pool)
+			})
+		})
+	}
 }
 
-func checkLegacy(t *testing.T, store eventstore.Store, pool *pgxpool.Pool) {
+func checkLegacy(t *testing.T, fx legacyFixture, store eventstore.Store, pool *pgxpool.Pool) {
 	ctx := context.Background()
 	l := ledger.New(store)
-	inline := map[string]domain.PolicySnapshot{}
-	for _, r := range legacyRecords(t) {
-		var m struct {
-			Schema int `json:"schema"`
-		}
-		if err := json.Unmarshal(r.Metadata, &m); err != nil || m.Schema != 1 {
-			t.Fatalf("fixture %s revision %d: schema %d %v, want 1", r.Stream, r.Revision, m.Schema, err)
-		}
-		if r.Type == domain.TypeSubmitted {
-			var s struct {
-				ReviewID string                `json:"review_id"`
-				Policy   domain.PolicySnapshot `json:"policy"`
-			}
-			if err := json.Unmarshal(r.Data, &s); err != nil || s.Policy.BudgetMS == 0 {
-				t.Fatalf("fixture %s: no inline policy (%v)", r.Stream, err)
-			}
-			inline[s.ReviewID] = s.Policy
-		}
+	policies := policiesOf(t, fx)
+	reviews := legacyReviews
+	if !fx.inline {
+		reviews = append(slices.Clip(reviews), "cap-4") // pending: it goes on below
 	}
-	for _, id := range legacyReviews {
+	for _, id := range reviews {
 		h, err := l.History(ctx, id)
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
@@ -114,32 +123,25 @@ func checkLegacy(t *testing.T, store eventstore.Store, pool *pgxpool.Pool) {
 		if err := h.Verify(); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
-		if got := h.Events[0].Event.(domain.Submitted); got.Policy != inline[id] || got.PolicyDigest != "" {
-			t.Errorf("%s: policy %+v (digest %q), want the inline %+v", id, got.Policy, got.PolicyDigest, inline[id])
+		if got := h.Events[0].Event.(domain.Submitted); got.Policy != policies[id].policy || got.PolicyDigest != policies[id].digest {
+			t.Errorf("%s: policy %+v (digest %q), want %+v (digest %q)", id, got.Policy, got.PolicyDigest, policies[id].policy, policies[id].digest)
+		}
+		for _, e := range h.Events {
+			if body, err := e.Body(); err != nil || !bytes.Equal(body, e.Data) {
+				t.Errorf("%s revision %d: body %s, %v; want it as stored, %s", id, e.Revision, body, err, e.Data)
+			}
 		}
 		rv, err := l.Load(ctx, id)
-		if err != nil || !reflect.DeepEqual(rv.Policy(), inline[id].ClassPolicy()) {
+		if err != nil || !reflect.DeepEqual(rv.Policy(), policies[id].policy.ClassPolicy()) {
 			t.Fatalf("%s: load: %v, policy %+v", id, err, rv)
 		}
-		r, err := audit.NewReplay(h, time.Time{})
+		got := render(t, l, h)
+		want, err := os.ReadFile(filepath.Join("testdata", fx.dir, id+".replay"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		conflicts, err := l.Conflicts(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.AddConflicts(conflicts)
-		var buf bytes.Buffer
-		if err := r.Render(&buf); err != nil {
-			t.Fatal(err)
-		}
-		want, err := os.ReadFile(filepath.Join("testdata", "legacy_v1", id+".replay"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(buf.Bytes(), want) {
-			t.Errorf("%s: replay differs from the previous release's\ngot:\n%s\nwant:\n%s", id, buf.Bytes(), want)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: replay differs from the earlier release's\ngot:\n%s\nwant:\n%s", id, got, want)
 		}
 	}
 	v := &audit.Verifier{Store: store, Histories: l, Now: func() time.Time { return t0 }}
@@ -147,12 +149,12 @@ func checkLegacy(t *testing.T, store eventstore.Store, pool *pgxpool.Pool) {
 		v.Anchors = audit.PGAnchors{Pool: pool}
 	}
 	rep, err := v.Verify(ctx, "")
-	if err != nil || rep.Err() != nil || rep.Reviews != len(legacyReviews) {
+	if err != nil || rep.Err() != nil || rep.Reviews != len(reviews) {
 		t.Fatalf("verify: %+v %v %v", rep, err, rep.Err())
 	}
 
-	// The conflict stream of cap-3 (schema 1) and a new review go on under
-	// schema 2; one chain holds across the two forms.
+	// The conflict stream of cap-3 and a new review go on under this
+	// release's schema; one chain holds across the forms.
 	rv, err := l.Load(ctx, "cap-3")
 	if err != nil {
 		t.Fatal(err)
@@ -166,15 +168,140 @@ func checkLegacy(t *testing.T, store eventstore.Store, pool *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	log, err := l.Conflicts(ctx, "cap-3")
-	if err != nil || len(log.Events) != 2 || log.Events[0].Metadata.Schema != 1 || log.Events[1].Metadata.Schema != domain.SchemaVersion {
+	if err != nil || len(log.Events) != 2 || log.Events[0].Metadata.Schema != fx.schema || log.Events[1].Metadata.Schema != domain.SchemaVersion {
 		t.Fatalf("conflicts of cap-3: %+v %v", log, err)
 	}
 	if err := log.Verify(); err != nil {
-		t.Fatalf("a schema 2 event on a schema 1 chain: %v", err)
+		t.Fatalf("a schema %d event on a schema %d chain: %v", domain.SchemaVersion, fx.schema, err)
+	}
+	if !fx.inline {
+		goesOnCompact(t, l, "cap-4")
 	}
 	sample(t, l, "after-upgrade")
 	rep, err = v.Verify(ctx, "")
-	if err != nil || rep.Err() != nil || rep.Reviews != len(legacyReviews)+1 {
+	if err != nil || rep.Err() != nil || rep.Reviews != len(reviews)+1 {
 		t.Fatalf("verify after new events: %+v %v %v", rep, err, rep.Err())
 	}
+}
+
+// goesOnCompact records a finding on the pending review id of an earlier
+// schema: its body is stored compact, on the same hash chain as the
+// canonical ones before it, and /events shows it canonical.
+func goesOnCompact(t *testing.T, l *ledger.Ledger, id string) {
+	t.Helper()
+	ctx := context.Background()
+	rv, err := l.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := rv.RecordFinding(domain.Finding{ReviewID: id, Attempt: 1, State: domain.DecisionRejected, Reasons: []string{"policy-7"}},
+		domain.SourceResponse, at(1400))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, rv, ledger.Actor{Name: "runner"}, es...); err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.History(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Verify(); err != nil {
+		t.Fatalf("%s: a compact body on a chain of canonical ones: %v", id, err)
+	}
+	last := h.Events[len(h.Events)-1]
+	if !domain.IsCompact(last.Data) || domain.IsCompact(h.Events[0].Data) || last.Metadata.Schema != domain.SchemaVersion {
+		t.Fatalf("%s: stored %s after %s (schema %d)", id, last.Data, h.Events[0].Data, last.Metadata.Schema)
+	}
+	body, err := last.Body()
+	want := `{"review_id":"cap-4","attempt":1,"state":"rejected","reasons":["policy-7"],"source":"response","elapsed_ms":395,"received_at":"2026-11-30T12:00:01.4Z"}`
+	if err != nil || string(body) != want {
+		t.Fatalf("%s: canonical body %s, %v; want %s", id, body, err, want)
+	}
+	if snap, err := h.Snapshot(); err != nil || snap.State() != domain.StateRejected {
+		t.Fatalf("%s: rebuilt %+v, %v", id, snap, err)
+	}
+}
+
+// render is a review's replay with its conflicts and shadows.
+func render(t *testing.T, l *ledger.Ledger, h *ledger.History) []byte {
+	t.Helper()
+	ctx := context.Background()
+	r, err := audit.NewReplay(h, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conflicts, err := l.Conflicts(ctx, h.ReviewID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddConflicts(conflicts)
+	shadows, err := l.Shadows(ctx, h.ReviewID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddShadows(shadows)
+	var buf bytes.Buffer
+	if err := r.Render(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// heldPolicy is the policy a fixture's Submitted holds, and the digest it
+// names it by (none when inline).
+type heldPolicy struct {
+	policy domain.PolicySnapshot
+	digest string
+}
+
+// policiesOf reads from the fixture's stored bytes, by review, the policy
+// each Submitted holds inline or names by digest, checking that every
+// event's metadata is of the fixture's schema.
+func policiesOf(t *testing.T, fx legacyFixture) map[string]heldPolicy {
+	t.Helper()
+	recs := legacyRecords(t, fx)
+	snapshots := map[string]domain.PolicySnapshot{}
+	for _, r := range recs {
+		if r.Type == ledger.TypePolicySnapshot {
+			var p domain.PolicySnapshot
+			if err := json.Unmarshal(r.Data, &p); err != nil {
+				t.Fatal(err)
+			}
+			snapshots[domain.PolicyDigest(r.Data)] = p
+		}
+	}
+	out := map[string]heldPolicy{}
+	for _, r := range recs {
+		if r.Type == ledger.TypePolicySnapshot {
+			continue
+		}
+		var m ledger.Metadata
+		if err := json.Unmarshal(r.Metadata, &m); err != nil || m.Schema != fx.schema {
+			t.Fatalf("fixture %s revision %d: schema %d %v, want %d", r.Stream, r.Revision, m.Schema, err, fx.schema)
+		}
+		if domain.IsCompact(r.Data) {
+			t.Fatalf("fixture %s revision %d: a compact body in schema %d", r.Stream, r.Revision, fx.schema)
+		}
+		if r.Type != domain.TypeSubmitted {
+			continue
+		}
+		var s struct {
+			ReviewID     string                `json:"review_id"`
+			Policy       domain.PolicySnapshot `json:"policy"`
+			PolicyDigest string                `json:"policy_digest"`
+		}
+		if err := json.Unmarshal(r.Data, &s); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case fx.inline && s.Policy.BudgetMS != 0 && s.PolicyDigest == "":
+			out[s.ReviewID] = heldPolicy{policy: s.Policy}
+		case !fx.inline && s.PolicyDigest != "" && snapshots[s.PolicyDigest].BudgetMS != 0:
+			out[s.ReviewID] = heldPolicy{policy: snapshots[s.PolicyDigest], digest: s.PolicyDigest}
+		default:
+			t.Fatalf("fixture %s: policy %+v, digest %q", r.Stream, s.Policy, s.PolicyDigest)
+		}
+	}
+	return out
 }

@@ -169,8 +169,9 @@ type eventsView struct {
 	Events   []eventView `json:"events"`
 }
 
-// getEvents is GET /v1/reviews/{id}/events: the stored event bodies in
-// revision order.
+// getEvents is GET /v1/reviews/{id}/events: the event bodies in revision
+// order, in their canonical form (a body stored compact is given as the
+// object its event encodes to).
 func (s *Server) getEvents(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -182,7 +183,11 @@ func (s *Server) getEvents(c echo.Context) error {
 	}
 	v := eventsView{ReviewID: id, Events: make([]eventView, len(h.Events))}
 	for i, e := range h.Events {
-		v.Events[i] = eventView{Version: e.Revision, Type: e.Type, RecordedAt: e.RecordedAt.UTC(), Data: e.Data}
+		body, err := e.Body()
+		if err != nil {
+			return err
+		}
+		v.Events[i] = eventView{Version: e.Revision, Type: e.Type, RecordedAt: e.RecordedAt.UTC(), Data: body}
 		if sub, ok := e.Event.(domain.Submitted); ok && sub.PolicyDigest != "" {
 			v.Events[i].Policy = &sub.Policy
 		}

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/reviewledger/reviewledger/domain"
 )
 
 // TestSubmitReviewsExactlyWhatWasSent: a body that different readers could
@@ -98,11 +100,9 @@ func wantDigest(t *testing.T, h *harness, id string, content []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sub struct {
-		PayloadDigest string `json:"payload_digest"`
-	}
-	if err := json.Unmarshal(hist.Events[0].Data, &sub); err != nil {
-		t.Fatal(err)
+	sub, ok := hist.Events[0].Event.(domain.Submitted)
+	if !ok {
+		t.Fatalf("review %s: first event %T", id, hist.Events[0].Event)
 	}
 	sum := sha256.Sum256(content)
 	if want := "sha256:" + hex.EncodeToString(sum[:]); sub.PayloadDigest != want {

@@ -92,8 +92,8 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(hist.Events[0].Data), `"content_type":"text/plain"`) {
-		t.Fatalf("default content type not recorded: %s", hist.Events[0].Data)
+	if sub, ok := hist.Events[0].Event.(domain.Submitted); !ok || sub.ContentType != "text/plain" {
+		t.Fatalf("default content type not recorded: %#v", hist.Events[0].Event)
 	}
 }
 

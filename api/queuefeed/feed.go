@@ -415,7 +415,7 @@ func (f *Feed) convert(ctx context.Context, recs []eventstore.RecordedEvent) ([]
 		if !ok || !queueType(r.Type) {
 			continue
 		}
-		e, err := domain.DecodeEvent(r.Type, r.Data)
+		e, err := domain.DecodeStored(id, r.Type, r.Data)
 		if err != nil {
 			// An event no stream can show (audit verify names its review)
 			// must not stop every stream behind it.

@@ -346,7 +346,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 	}
 	next := &Snapshot{Review: prev.Review.Clone(), head: prev.head, trace: prev.trace}
 	for _, rec := range recs[1:] {
-		e, err := domain.DecodeEvent(rec.Type, rec.Data)
+		e, err := domain.DecodeStored(prev.ID(), rec.Type, rec.Data)
 		if err != nil {
 			return nil, fmt.Errorf("review %q revision %d: %w", prev.ID(), rec.Revision, err)
 		}

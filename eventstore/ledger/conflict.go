@@ -130,7 +130,7 @@ func (l *Ledger) readSide(ctx context.Context, reviewID string, name func(string
 		if rec.Type != typ {
 			return nil, fmt.Errorf("%s revision %d: unexpected type %q: %w", stream, rec.Revision, rec.Type, domain.ErrCorruptHistory)
 		}
-		e, err := l.entry(ctx, rec, prev)
+		e, err := l.entry(ctx, reviewID, rec, prev)
 		if err != nil {
 			return nil, fmt.Errorf("%s revision %d: %w", stream, rec.Revision, err)
 		}

@@ -140,11 +140,11 @@ func (l *Ledger) CreateThen(ctx context.Context, e domain.Submitted, actor Actor
 		return nil, nil, err
 	}
 	stream := domain.StreamName(e.ReviewID)
-	created, data, err := l.encode(&Snapshot{Review: &domain.Review{}}, stream, actor, []domain.Event{e})
+	created, data, err := l.encode(&Snapshot{Review: &domain.Review{}}, e.ReviewID, actor, []domain.Event{e})
 	if err != nil {
 		return nil, nil, err
 	}
-	current, more, err := l.encode(created, stream, by, then)
+	current, more, err := l.encode(created, e.ReviewID, by, then)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -183,7 +183,7 @@ func (l *Ledger) append(ctx context.Context, snap *Snapshot, expected eventstore
 	if err := l.putPolicies(ctx, events); err != nil {
 		return nil, err
 	}
-	next, data, err := l.encode(snap, stream, actor, events)
+	next, data, err := l.encode(snap, id, actor, events)
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +220,11 @@ func (l *Ledger) write(ctx context.Context, stream string, expected eventstore.E
 	return nil
 }
 
-// encode chains events onto snap and returns the snapshot they lead to.
-func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []domain.Event) (*Snapshot, []eventstore.EventData, error) {
+// encode chains events of review id onto snap and returns the snapshot
+// they lead to. Their bodies are stored compact where the domain can
+// (domain.EncodeStored).
+func (l *Ledger) encode(snap *Snapshot, id string, actor Actor, events []domain.Event) (*Snapshot, []eventstore.EventData, error) {
+	stream := domain.StreamName(id)
 	next := &Snapshot{Review: snap.Review.Clone(), head: snap.head, trace: snap.trace}
 	rev := uint64(0)
 	if snap.Exists() {
@@ -231,7 +234,7 @@ func (l *Ledger) encode(snap *Snapshot, stream string, actor Actor, events []dom
 	}
 	data := make([]eventstore.EventData, len(events))
 	for i, e := range events {
-		body, err := domain.EncodeEvent(stored(e))
+		body, err := domain.EncodeStored(id, stored(e))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -277,8 +280,20 @@ type Entry struct {
 	Type       string
 	RecordedAt time.Time
 	Event      domain.Event
-	Data       json.RawMessage
-	Metadata   Metadata
+	// Data is the body as stored: canonical (an object) or compact (an
+	// array, domain.EncodeStored); Body gives it canonical.
+	Data     json.RawMessage
+	Metadata Metadata
+}
+
+// Body returns the entry's body in the canonical form: as stored when it
+// was stored so, and otherwise the canonical body of its event as stored
+// (a Submitted names its policy by digest).
+func (e Entry) Body() (json.RawMessage, error) {
+	if !domain.IsCompact(e.Data) {
+		return e.Data, nil
+	}
+	return domain.EncodeEvent(stored(e.Event))
 }
 
 // History reads a review's whole stream. A review with no events is
@@ -355,7 +370,7 @@ func (l *Ledger) history(ctx context.Context, reviewID string, recs []eventstore
 	h := &History{ReviewID: reviewID, Events: make([]Entry, len(recs))}
 	prev := ""
 	for i, rec := range recs {
-		if h.Events[i], err = l.entry(ctx, rec, prev); err != nil {
+		if h.Events[i], err = l.entry(ctx, reviewID, rec, prev); err != nil {
 			return nil, fmt.Errorf("review %q revision %d: %w", reviewID, rec.Revision, err)
 		}
 		prev = h.Events[i].Metadata.Hash
@@ -363,11 +378,11 @@ func (l *Ledger) history(ctx context.Context, reviewID string, recs []eventstore
 	return h, nil
 }
 
-// entry decodes one stored event whose stream's event before has the hash
-// prev: its body (with the policy a Submitted names resolved) and its
-// metadata of any schema.
-func (l *Ledger) entry(ctx context.Context, rec eventstore.RecordedEvent, prev string) (Entry, error) {
-	e, err := l.policies.Decode(ctx, rec.Type, rec.Data)
+// entry decodes one stored event of review id whose stream's event before
+// has the hash prev: its body (with the policy a Submitted names resolved)
+// and its metadata of any schema.
+func (l *Ledger) entry(ctx context.Context, id string, rec eventstore.RecordedEvent, prev string) (Entry, error) {
+	e, err := l.policies.Decode(ctx, id, rec.Type, rec.Data)
 	if err != nil {
 		return Entry{}, err
 	}

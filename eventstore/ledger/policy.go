@@ -122,10 +122,11 @@ func (p *Policies) resolve(ctx context.Context, e domain.Event) (domain.Event, e
 	return s, nil
 }
 
-// Decode decodes a stored event as domain.DecodeEvent does and fills in
-// the policy a schema 2 Submitted names by digest.
-func (p *Policies) Decode(ctx context.Context, typ string, data []byte) (domain.Event, error) {
-	e, err := domain.DecodeEvent(typ, data)
+// Decode decodes a stored event of review reviewID as domain.DecodeStored
+// does and fills in the policy a Submitted of schema 2 or later names by
+// digest.
+func (p *Policies) Decode(ctx context.Context, reviewID, typ string, data []byte) (domain.Event, error) {
+	e, err := domain.DecodeStored(reviewID, typ, data)
 	if err != nil {
 		return nil, err
 	}
