@@ -193,7 +193,10 @@ func DamagedIDs(ds []Damage) []string {
 // Verify checks one review (reviewID not empty) or every review. The error
 // is for failures to read; damage is in the report.
 func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) {
-	var ids []string
+	var (
+		ids    []string
+		listed listing
+	)
 	if reviewID != "" {
 		if err := domain.ValidateReviewID(reviewID); err != nil {
 			return Report{}, err
@@ -201,9 +204,10 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 		ids = []string{reviewID}
 	} else {
 		var err error
-		if ids, err = v.reviewIDs(ctx); err != nil {
+		if listed, err = v.listStreams(ctx); err != nil {
 			return Report{}, err
 		}
+		ids = listed[domain.StreamName("")]
 	}
 	var rep Report
 	signed, err := v.signedMarks(ctx, reviewID, &rep)
@@ -237,7 +241,7 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
 		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
-	if err := v.checkSides(ctx, reviewID, &rep); err != nil {
+	if err := v.checkSides(ctx, reviewID, listed, &rep); err != nil {
 		return rep, err
 	}
 	if v.Anchors != nil && len(heads) > 0 {
@@ -607,17 +611,22 @@ func short(hash string) string {
 	return hash
 }
 
-// reviewIDs lists every review stream.
-func (v *Verifier) reviewIDs(ctx context.Context) ([]string, error) {
-	return v.streamIDs(ctx, domain.StreamName(""))
-}
+// listing is the review IDs of the ledger's streams by name prefix (a
+// review's, its conflicts', its shadows'): the streams are listed once for
+// every kind, not once a kind.
+type listing map[string][]string
 
-// streamIDs lists the review IDs of the streams named prefix + ID.
-func (v *Verifier) streamIDs(ctx context.Context, prefix string) ([]string, error) {
+// listStreams lists every stream once and sorts their IDs by the prefixes
+// of the review streams and of the side streams.
+func (v *Verifier) listStreams(ctx context.Context) (listing, error) {
+	prefixes := []string{domain.StreamName("")}
+	for _, side := range v.sideStreams() {
+		prefixes = append(prefixes, side.prefix)
+	}
 	var streams []string
 	if l, ok := v.Store.(StreamLister); ok {
 		var err error
-		if streams, err = l.Streams(ctx, prefix); err != nil {
+		if streams, err = l.Streams(ctx, ""); err != nil {
 			return nil, err
 		}
 	} else {
@@ -632,7 +641,7 @@ func (v *Verifier) streamIDs(ctx context.Context, prefix string) ([]string, erro
 				break
 			}
 			for _, e := range batch {
-				if strings.HasPrefix(e.Stream, prefix) && !seen[e.Stream] {
+				if !seen[e.Stream] {
 					seen[e.Stream] = true
 					streams = append(streams, e.Stream)
 				}
@@ -641,9 +650,14 @@ func (v *Verifier) streamIDs(ctx context.Context, prefix string) ([]string, erro
 		}
 		slices.Sort(streams)
 	}
-	ids := make([]string, 0, len(streams))
+	out := make(listing, len(prefixes))
 	for _, s := range streams {
-		ids = append(ids, strings.TrimPrefix(s, prefix))
+		for _, p := range prefixes {
+			if id, ok := strings.CutPrefix(s, p); ok {
+				out[p] = append(out[p], id)
+				break
+			}
+		}
 	}
-	return ids, nil
+	return out, nil
 }

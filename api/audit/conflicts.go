@@ -147,26 +147,23 @@ func (v *Verifier) sideStreams() []sideStream {
 
 // checkSides verifies the hash chains of the side streams (conflicting
 // completions, shadow observations) of one review (reviewID not empty) or
-// of every review that has them, adding damage to rep. Side streams are
-// not review streams: they never count in rep.Reviews and are never
-// anchored.
-func (v *Verifier) checkSides(ctx context.Context, reviewID string, rep *Report) error {
+// of every review that has them (listed), adding damage to rep. Side
+// streams are not review streams: they never count in rep.Reviews and are
+// never anchored.
+func (v *Verifier) checkSides(ctx context.Context, reviewID string, listed listing, rep *Report) error {
 	for _, side := range v.sideStreams() {
-		if err := v.checkSide(ctx, side, reviewID, rep); err != nil {
+		ids := []string{reviewID}
+		if reviewID == "" {
+			ids = listed[side.prefix]
+		}
+		if err := v.checkSide(ctx, side, ids, rep); err != nil {
 			return fmt.Errorf("verify %s: %w", side.what, err)
 		}
 	}
 	return nil
 }
 
-func (v *Verifier) checkSide(ctx context.Context, side sideStream, reviewID string, rep *Report) error {
-	ids := []string{reviewID}
-	if reviewID == "" {
-		var err error
-		if ids, err = v.streamIDs(ctx, side.prefix); err != nil {
-			return err
-		}
-	}
+func (v *Verifier) checkSide(ctx context.Context, side sideStream, ids []string, rep *Report) error {
 	for _, id := range ids {
 		log, err := side.read(ctx, id)
 		switch {
