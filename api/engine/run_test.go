@@ -609,9 +609,7 @@ func TestFirstAttemptStartsWithTheReview(t *testing.T) {
 	defer closeEngine()
 	stop := running(t, e)
 	defer stop()
-	for !e.running.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "the engine running", e.running.Load)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)

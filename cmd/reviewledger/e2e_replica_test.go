@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -97,7 +98,7 @@ func TestE2EReadReplica(t *testing.T) {
 		}
 	}
 	escalate("replica-1")
-	eventually(t, "reads to go to the replica and show the first review", func() (bool, string) {
+	clocktest.EventuallyShows(t, "reads to go to the replica and show the first review", func() (bool, string) {
 		st := readyReplica(t, srv)
 		ids := queuedIDs()
 		return st.Serving == projections.ServingReplica && st.Up && len(ids) == 1, fmt.Sprintf("%+v, queue %v", st, ids)
@@ -137,7 +138,7 @@ func TestE2EReadReplica(t *testing.T) {
 	}
 
 	replayPaused(t, replicaURL, false)
-	eventually(t, "the replica to catch up", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the replica to catch up", func() (bool, string) {
 		st := readyReplica(t, srv)
 		ids := queuedIDs()
 		return st.LagBytes == 0 && len(ids) == 1 && ids[0] == "replica-2", fmt.Sprintf("%+v, queue %v", st, ids)
@@ -149,7 +150,7 @@ func TestE2EReadReplica(t *testing.T) {
 	// The replica stops: the primary answers every read.
 	replica.Stop()
 	escalate("replica-3")
-	eventually(t, "the queue, from the primary, to show replica-3", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the queue, from the primary, to show replica-3", func() (bool, string) {
 		ids := queuedIDs()
 		return len(ids) == 2, fmt.Sprint(ids)
 	})
@@ -164,7 +165,7 @@ func TestE2EReadReplica(t *testing.T) {
 
 	// Started again, it serves the read models again.
 	replica.StartAgain()
-	eventually(t, "reads to go back to the replica", func() (bool, string) {
+	clocktest.EventuallyShows(t, "reads to go back to the replica", func() (bool, string) {
 		st := readyReplica(t, srv)
 		return st.Serving == projections.ServingReplica && len(queuedIDs()) == 2, fmt.Sprintf("%+v", st)
 	})
