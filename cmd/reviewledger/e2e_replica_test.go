@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,6 +45,30 @@ func replayPaused(t *testing.T, replicaURL string, paused bool) {
 	if _, err := conn.Exec(ctx, "SELECT "+fn); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// projectedOnPrimary waits until the projections have written id's rows
+// on the primary at dbURL: it is in the manual queue there, and every
+// projection has applied every event of the ledger.
+func projectedOnPrimary(t *testing.T, dbURL, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clocktest.Wait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	clocktest.EventuallyShows(t, "the projections to write "+id+"'s rows on the primary", func() (bool, string) {
+		var behind int
+		var queued bool
+		if err := conn.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM projection_checkpoint WHERE events < (SELECT count(*) FROM event)),
+				EXISTS (SELECT 1 FROM manual_queue WHERE review_id = $1)`, id).Scan(&behind, &queued); err != nil {
+			t.Fatal(err)
+		}
+		return behind == 0 && queued, fmt.Sprintf("%d projections behind the ledger, %s in the manual queue: %v", behind, id, queued)
+	})
 }
 
 // auditedReviews runs audit verify and returns how many reviews it
@@ -110,7 +133,7 @@ func TestE2EReadReplica(t *testing.T) {
 	// Replay paused: the replica stays where it is.
 	replayPaused(t, replicaURL, true)
 	escalate("replica-2")
-	time.Sleep(2 * time.Second) // the projections have written replica-2's rows on the primary by now
+	projectedOnPrimary(t, dbURL, "replica-2")
 	if ids := queuedIDs(); len(ids) != 1 || ids[0] != "replica-1" {
 		t.Errorf("manual queue with replay paused: %v, want only replica-1 (read from the replica)", ids)
 	}
