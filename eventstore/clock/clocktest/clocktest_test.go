@@ -3,7 +3,6 @@ package clocktest
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,15 +17,11 @@ func TestEventuallyReturnsOnceItHolds(t *testing.T) {
 	if n := polls.Load(); n != 3 {
 		t.Fatalf("%d polls, want 3", n)
 	}
-	rec := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Within(rec, 20*time.Millisecond, "nothing", func() bool { return false })
-	}()
-	<-done
-	if rec.failed != "waited 20ms for nothing" {
-		t.Fatalf("failure %q", rec.failed)
+	failed := failure(t, func(tb testing.TB) {
+		Within(tb, 20*time.Millisecond, "nothing", func() bool { return false })
+	})
+	if failed != "waited 20ms for nothing" {
+		t.Fatalf("failure %q", failed)
 	}
 }
 
@@ -41,20 +36,29 @@ func TestEventuallyShowsWhatItSaw(t *testing.T) {
 	if n := polls.Load(); n != 3 {
 		t.Fatalf("%d polls, want 3", n)
 	}
+	n := 0
+	failed := failure(t, func(tb testing.TB) {
+		WithinShows(tb, 20*time.Millisecond, "nothing", func() (bool, string) {
+			n++
+			return false, fmt.Sprintf("poll %d", n)
+		})
+	})
+	if failed != fmt.Sprintf("waited 20ms for nothing; last seen: poll %d", n) || n < 2 {
+		t.Fatalf("failure %q after %d polls, want the last poll's account", failed, n)
+	}
+}
+
+// failure runs wait on a recorder, on a goroutine of its own as a failure
+// ends it, and returns the failure it recorded.
+func failure(t *testing.T, wait func(tb testing.TB)) string {
 	rec := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n := 0
-		WithinShows(rec, 20*time.Millisecond, "nothing", func() (bool, string) {
-			n++
-			return false, fmt.Sprintf("poll %d", n)
-		})
+		wait(rec)
 	}()
 	<-done
-	if !strings.HasPrefix(rec.failed, "waited 20ms for nothing; last seen: poll ") || strings.HasSuffix(rec.failed, "poll 1") {
-		t.Fatalf("failure %q, want the last poll's account", rec.failed)
-	}
+	return rec.failed
 }
 
 // recorder records a Fatalf and ends the goroutine, as testing.T does.
