@@ -17,22 +17,31 @@ func AttemptTimeout(attemptCap time.Duration, now, deadline time.Time) time.Dura
 }
 
 // Delay is the backoff before retry number n (n = 1 before the second
-// attempt): min(Max, Initial·2^(n-1)) plus jitter drawn from src in
-// [0, Jitter).
+// attempt): min(Max, Initial·2^(n-1)) (Doubled) plus jitter drawn from src
+// in [0, Jitter).
 func (b Backoff) Delay(n int, src Rand) time.Duration {
-	d := b.Initial
-	for i := 1; i < n && d < b.Max; i++ {
-		if d > b.Max/2 {
-			d = b.Max // doubling would pass Max, or overflow for a huge Max
-			break
-		}
-		d *= 2
-	}
-	d = min(d, b.Max)
+	d := Doubled(b.Initial, b.Max, n)
 	if b.Jitter > 0 && src != nil {
 		d += time.Duration(src.Int64N(int64(b.Jitter)))
 	}
 	return d
+}
+
+// Doubled is the one doubling of every backoff: the wait after the n-th
+// failed try (n from 1), initial doubled for every failure before it, at
+// most maxWait, never overflowing however large maxWait is. Delay adds
+// the review's jitter to it, drawn from the review so that every process
+// and every replay agree; clock.Backoff, the wait of the service's other
+// retries, takes a random part off it.
+func Doubled(initial, maxWait time.Duration, n int) time.Duration {
+	d := initial
+	for i := 1; i < n && d < maxWait; i++ {
+		if d > maxWait/2 {
+			return maxWait // doubling would pass the cap, or overflow for a huge one
+		}
+		d *= 2
+	}
+	return min(d, maxWait)
 }
 
 // RetryWait decides whether another attempt may follow and how long to wait

@@ -27,19 +27,14 @@ import (
 // waitCaughtUp waits until every projection has applied want events.
 func waitCaughtUp(t *testing.T, pool *pgxpool.Pool, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		n := count(t, pool, `SELECT count(*) FROM projection_checkpoint WHERE events = $1`, want)
-		if n == int64(len(all())) {
-			return
+	clocktest.EventuallyShows(t, fmt.Sprintf("projections to reach %d events", want), func() (bool, string) {
+		if count(t, pool, `SELECT count(*) FROM projection_checkpoint WHERE events = $1`, want) == int64(len(all())) {
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			rows, _ := pool.Query(context.Background(), `SELECT name, events FROM projection_checkpoint`)
-			got, _ := pgx.CollectRows(rows, pgx.RowToMap)
-			t.Fatalf("projections did not reach %d events: %v", want, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		rows, _ := pool.Query(context.Background(), `SELECT name, events FROM projection_checkpoint`)
+		got, _ := pgx.CollectRows(rows, pgx.RowToMap)
+		return false, fmt.Sprint(got)
+	})
 }
 
 // run starts r.Run and returns a function stopping it.

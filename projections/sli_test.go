@@ -329,33 +329,24 @@ func nonZero(m map[string]float64) map[string]float64 {
 // above want (a review counted twice) never comes back down, so it fails.
 func eventuallySeries(t *testing.T, what string, got func() map[string]float64, want map[string]float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g := got()
-		ok := true
-		for k, v := range want {
-			ok = ok && g[k] == v
-		}
-		for k, v := range g {
-			if _, named := want[k]; !named && v != 0 {
-				ok = false
-			}
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			equalSeries(t, what, g, want)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clocktest.EventuallyShows(t, what, func() (bool, string) {
+		diffs := seriesDiff(got(), want)
+		return len(diffs) == 0, "\n  " + strings.Join(diffs, "\n  ")
+	})
 }
 
 // equalSeries compares series, ignoring those at zero in got that want
 // does not name.
 func equalSeries(t *testing.T, what string, got, want map[string]float64) {
 	t.Helper()
+	if diffs := seriesDiff(got, want); len(diffs) > 0 {
+		t.Errorf("%s:\n  %s", what, strings.Join(diffs, "\n  "))
+	}
+}
+
+// seriesDiff lists, sorted, where got differs from want, ignoring the
+// series at zero in got that want does not name.
+func seriesDiff(got, want map[string]float64) []string {
 	var diffs []string
 	for k, v := range want {
 		if got[k] != v {
@@ -368,7 +359,5 @@ func equalSeries(t *testing.T, what string, got, want map[string]float64) {
 		}
 	}
 	sort.Strings(diffs)
-	if len(diffs) > 0 {
-		t.Errorf("%s:\n  %s", what, strings.Join(diffs, "\n  "))
-	}
+	return diffs
 }

@@ -15,16 +15,12 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
-// Reviews loads and appends review streams (*ledger.Ledger).
-type Reviews interface {
-	Load(ctx context.Context, reviewID string) (*ledger.Snapshot, error)
-	Append(ctx context.Context, snap *ledger.Snapshot, actor ledger.Actor, events ...domain.Event) (*ledger.Snapshot, error)
-}
-
 // SweepConfig configures a Sweeper.
 type SweepConfig struct {
-	DB      *DB
-	Reviews Reviews
+	DB *DB
+	// Reviews is the ledger the sweeper writes through (*ledger.Ledger),
+	// by ledger.Commands.
+	Reviews ledger.StepWriter
 	// Interval between sweeps (5 s when 0).
 	Interval time.Duration
 	// Registerer receives the sweep's metrics (none when nil).
@@ -116,24 +112,30 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// expire records the end of the review's expired claim, unless it was
-// recorded meanwhile (by another sweeper) or the claim was renewed.
+// expire records the end of the review's expired claim at the sweep's
+// time now, through ledger.Commands, unless it was recorded meanwhile (by
+// another sweeper) or the claim was renewed.
 func (s *Sweeper) expire(ctx context.Context, id string, now time.Time) error {
-	rv, err := s.cfg.Reviews.Load(ctx, id)
-	if err != nil {
-		return err
-	}
-	e, ok := rv.ExpireClaim(now)
-	if !ok {
-		return nil
-	}
-	_, err = s.cfg.Reviews.Append(ctx, rv, ledger.Actor{Name: domain.SystemActor}, e)
+	commands := ledger.Commands{Ledger: s.cfg.Reviews, Now: func() time.Time { return now }}
+	_, step, err := commands.Run(ctx, id, nil, ledger.Actor{Name: domain.SystemActor}, expireClaim)
 	if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		return nil // the review moved: the next sweep looks again
 	}
 	if err != nil {
 		return err
 	}
-	s.expired.Inc()
+	if len(step.Events) > 0 {
+		s.expired.Inc()
+	}
 	return nil
+}
+
+// expireClaim is the command that records the end of an expired claim:
+// nothing when the review holds none that has expired at now.
+func expireClaim(rv *ledger.Snapshot, now time.Time) (ledger.Step, error) {
+	e, ok := rv.ExpireClaim(now)
+	if !ok {
+		return ledger.Step{}, nil
+	}
+	return ledger.Step{Events: []domain.Event{e}}, nil
 }

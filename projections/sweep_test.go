@@ -2,12 +2,15 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
 
@@ -39,6 +42,17 @@ func TestSweeperExpiresClaimsAndCountsBreachesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		sweepers[i] = sw
+	}
+	// A review that moved between a sweeper's load and its write is left
+	// to the next sweep: no error, nothing counted.
+	moved := &movedMeanwhile{Ledger: e.ledger}
+	raced, err := NewSweeper(SweepConfig{DB: e.db, Reviews: moved, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raced.expire(ctx, "a", now); err != nil || counter(t, raced.expired) != 0 || moved.events != 1 {
+		t.Fatalf("a claim expired on a review that moved meanwhile: %v, %v counted, %d events written; want nil, none, the release refused",
+			err, counter(t, raced.expired), moved.events)
 	}
 	for _, sw := range sweepers {
 		if err := sw.Sweep(ctx); err != nil {
@@ -79,4 +93,17 @@ func TestSweeperExpiresClaimsAndCountsBreachesOnce(t *testing.T) {
 	if n := counter(t, sweepers[0].breaches.WithLabelValues("transcript_import")) + counter(t, sweepers[1].breaches.WithLabelValues("transcript_import")); n != 2 {
 		t.Fatalf("breaches after a rebuild: %v", n)
 	}
+}
+
+// movedMeanwhile is a ledger on which every review moved between its load
+// and the write made at the version loaded; it counts the events it was
+// asked to write.
+type movedMeanwhile struct {
+	*ledger.Ledger
+	events int
+}
+
+func (m *movedMeanwhile) Write(_ context.Context, _ *ledger.Snapshot, _ ledger.Actor, s ledger.Step) (*ledger.Snapshot, error) {
+	m.events += len(s.Events)
+	return nil, fmt.Errorf("append: %w", eventstore.ErrWrongExpectedVersion)
 }

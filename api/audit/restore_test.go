@@ -18,6 +18,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -58,14 +59,14 @@ func TestTheWitnessCatchesARollBack(t *testing.T) {
 
 	sample(t, l, "kept")
 	grown := (&script{t: t, l: l}).submit("grown", "caption_suggestion", at(0)).attempt(at(5))
-	waitAll(t, store, 11+1) // and the policy snapshot the reviews name
+	eventstoretest.WaitReadable(t, store, 11+1) // and the policy snapshot the reviews name
 	checkpoint(1)
 	grown.timeout(1, domain.ClassDeadlineExceeded, at(10005))
 	sample(t, l, "new")
-	waitAll(t, store, 21+1)
+	eventstoretest.WaitReadable(t, store, 21+1)
 	checkpoint(2)
 	sample(t, l, "newer")
-	waitAll(t, store, 30+1)
+	eventstoretest.WaitReadable(t, store, 30+1)
 	checkpoint(3)
 	if got, err := witness.Last(ctx); err != nil || got != 3 || metric(t, reg, "reviewledger_audit_witness_last_seq") != 3 {
 		t.Fatalf("witness holds up to #%d (%v), want #3", got, err)
@@ -137,7 +138,7 @@ func TestTheWitnessCatchesARollBack(t *testing.T) {
 	// witness refuses it, the signer counts the failure, and the
 	// database's checkpoint stays stored.
 	sample(t, l, "after")
-	waitAll(t, store, 20+1)
+	eventstoretest.WaitReadable(t, store, 20+1)
 	checkpoint(2)
 	if n := metric(t, reg, "reviewledger_audit_witness_failures_total"); n != 1 {
 		t.Fatalf("%v witness failures, want 1", n)

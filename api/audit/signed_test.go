@@ -13,7 +13,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
-	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -60,7 +60,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	for _, id := range []string{"a", "rewritten", "retimed", "kept"} {
 		sample(t, l, id)
 	}
-	waitAll(t, store, 36+1) // 4 reviews of 9 events, and the policy snapshot they name
+	eventstoretest.WaitReadable(t, store, 36+1) // 4 reviews of 9 events, and the policy snapshot they name
 
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -94,7 +94,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	// A review written after the checkpoint is not signed yet, then is, in
 	// a checkpoint chained onto the first.
 	sample(t, l, "later")
-	waitAll(t, store, 45+1)
+	eventstoretest.WaitReadable(t, store, 45+1)
 	if rep, err := signed.Verify(ctx, ""); err != nil || rep.Err() != nil || rep.Unsigned != 9 {
 		t.Fatalf("a review after the checkpoint: %+v %v, want its 9 events unsigned", rep, err)
 	}
@@ -162,13 +162,13 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	// The signer does not sign on top of the rewrite.
 	sc := &script{t: t, l: l}
 	sc.submit("pending", "caption_suggestion", at(0)).attempt(at(5))
-	waitAll(t, store, 47+1)
+	eventstoretest.WaitReadable(t, store, 47+1)
 	if res, err := signer.Checkpoint(ctx); err != nil || !res.New || len(res.Checkpoint.Heads) != 1 || len(res.Refused) != 0 {
 		t.Fatalf("third checkpoint: %+v %v", res, err)
 	}
 	exec(`UPDATE event SET recorded_at = recorded_at + interval '1 minute' WHERE stream = 'review-pending' AND revision = 0`)
 	sc.timeout(1, domain.ClassDeadlineExceeded, at(10005))
-	waitAll(t, store, 48+1)
+	eventstoretest.WaitReadable(t, store, 48+1)
 	res, err = signer.Checkpoint(ctx)
 	if err != nil || res.New || !slices.Equal(res.Refused, []string{"pending"}) {
 		t.Fatalf("a grown review whose signed part was altered: %+v %v, want it refused", res, err)
@@ -201,24 +201,5 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	rep, _ = wrongKey.Verify(ctx, "")
 	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "signed with key "+signer.KeyID()+", which is not among the public keys given") {
 		t.Fatalf("another key: broken:\n%s", msg)
-	}
-}
-
-// waitAll waits until the store's global order holds n events: pgstore
-// holds back events while an older transaction anywhere on the server runs.
-func waitAll(t *testing.T, s eventstore.Store, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		evs, err := s.ReadAll(context.Background(), eventstore.Start, n+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events readable", len(evs), n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -186,23 +186,19 @@ func TestCrashedWorkerIsResumed(t *testing.T) {
 // returns first.
 func waitNoWork(t *testing.T, e *Engine, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	clocktest.EventuallyShows(t, "no review left with a work record", func() (bool, string) {
 		left, err := e.store.Count(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if left == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reviews still have work records", left)
+			return true, ""
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("Run returned early: %v", err)
 		default:
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d reviews still have work records", left)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -382,9 +383,16 @@ func TestEnginesShareWorkWithoutOverlap(t *testing.T) {
 }
 
 // A review waiting holds no goroutine: thousands of reviews parked for
-// their callbacks leave the number of goroutines where it was.
+// their callbacks leave the number of goroutines where it was. On
+// synctest's clock, so that the engine is idle, every loop of it started
+// and waiting, once every goroutine of the bubble waits (synctest.Wait),
+// not after a guess at how long its loops take to start.
 func TestParkedReviewsHoldNoGoroutines(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, parkedReviewsHoldNoGoroutines)
+}
+
+func parkedReviewsHoldNoGoroutines(t *testing.T) {
 	mem := memwork.New(memstore.New())
 	policy := domain.Policy{Classes: map[string]domain.ClassPolicy{"slow": {
 		Budget: 10 * time.Minute, AttemptTimeout: 5 * time.Minute, MaxAttempts: 3,
@@ -397,7 +405,7 @@ func TestParkedReviewsHoldNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := running(t, e)
-	time.Sleep(100 * time.Millisecond)
+	synctest.Wait()
 	idle := runtime.NumGoroutine()
 	const n = 5000
 	ctx := context.Background()
@@ -609,9 +617,7 @@ func TestFirstAttemptStartsWithTheReview(t *testing.T) {
 	defer closeEngine()
 	stop := running(t, e)
 	defer stop()
-	for !e.running.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "the engine running", e.running.Load)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -36,8 +38,7 @@ func TestConflictsReachTheSLO(t *testing.T) {
 	// transaction on the server ended; other tests' may still run.
 	check := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		clocktest.EventuallyShows(t, what+": 1 conflicting completion of 1 review", func() (bool, string) {
 			if err := proj.CatchUp(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -45,14 +46,8 @@ func TestConflictsReachTheSLO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.ConflictingCompletions == 1 && s.Total == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d conflicting completions of %d reviews, want 1 of 1", what, s.ConflictingCompletions, s.Total)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return s.ConflictingCompletions == 1 && s.Total == 1, fmt.Sprintf("%d conflicting completions of %d reviews", s.ConflictingCompletions, s.Total)
+		})
 	}
 	check("incremental")
 	if _, err := proj.Rebuild(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // startLost appends an AttemptStarted as an owner that then dies would:
@@ -208,12 +209,7 @@ func TestRunSweeperSweepsOnlyWhileElected(t *testing.T) {
 		t.Fatalf("sweeper_active %v while not elected", g)
 	}
 	close(elected)
-	for deadline := time.Now().Add(10 * time.Second); h.load(t, "rev-swept").State() == domain.StatePending; {
-		if time.Now().After(deadline) {
-			t.Fatal("not swept once elected")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clocktest.Eventually(t, "rev-swept swept once elected", func() bool { return h.load(t, "rev-swept").State() != domain.StatePending })
 	if rv := h.load(t, "rev-swept"); rv.EscalationReason() != domain.ReasonDeadlinePassed {
 		t.Errorf("escalated as %s, want deadline_passed", rv.EscalationReason())
 	}

@@ -238,13 +238,14 @@ func TestAnUnsureAttemptStartIsCalled(t *testing.T) {
 	}
 }
 
-// lateFirst answers every review's first attempt with a finding after
-// the attempt's timeout (heedless of its context), the later ones at once.
-type lateFirst struct{ after time.Duration }
+// lateFirst answers every review's first attempt with a finding once the
+// attempt's timeout has passed (its context ended at it), heedless of
+// that; the later ones at once.
+type lateFirst struct{}
 
-func (p lateFirst) Call(_ context.Context, req provider.Request) provider.Result {
+func (lateFirst) Call(ctx context.Context, req provider.Request) provider.Result {
 	if req.Attempt == 1 {
-		time.Sleep(p.after)
+		<-ctx.Done()
 	}
 	return provider.Result{Outcome: provider.OutcomeFinding, Finding: domain.Finding{ReviewID: req.ReviewID, Attempt: req.Attempt, State: domain.DecisionAccepted}}
 }
@@ -258,7 +259,7 @@ func TestAnUnsureStepLogsTheFindingItRefused(t *testing.T) {
 	ctx := context.Background()
 	events := memstore.New()
 	store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeAttemptTimedOut, store: true}
-	e, led := unsureEngineTimed(t, events, store, lateFirst{after: 150 * time.Millisecond}, 100*time.Millisecond)
+	e, led := unsureEngineTimed(t, events, store, lateFirst{}, 100*time.Millisecond)
 	if _, _, err := e.Submit(ctx, SubmitRequest{ReviewID: "unsure-l1", ContentClass: "c", Content: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

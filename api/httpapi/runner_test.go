@@ -21,6 +21,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work/pgwork"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -123,19 +124,14 @@ func TestCallbacksThroughTheEngine(t *testing.T) {
 	}()
 	w.submit("cb-1", "caption_suggestion", "text")
 	// Wait for the attempt to start (the provider took it asynchronously).
-	for i := 0; ; i++ {
+	clocktest.Eventually(t, "attempt 1 started", func() bool {
 		rv, err := w.ledger.Load(context.Background(), "cb-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, _, _, _ := rv.InFlight(); a == 1 {
-			break
-		}
-		if i > 500 {
-			t.Fatal("attempt 1 never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		a, _, _, _ := rv.InFlight()
+		return a == 1
+	})
 	now := time.Now()
 	// Bad and stale signatures: 401.
 	rec := w.do("POST", "/v1/reviews/cb-1/findings", "", `{"review_id":"cb-1","attempt":1,"state":"accepted"}`,

@@ -3,12 +3,14 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -27,13 +29,10 @@ func (h *harness) waitFor(path string) <-chan *httptest.ResponseRecorder {
 
 func (h *harness) waiters(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.ledger.Watcher().Waiting() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters, want %d", h.ledger.Watcher().Waiting(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.EventuallyShows(t, fmt.Sprintf("%d waiters", n), func() (bool, string) {
+		got := h.ledger.Watcher().Waiting()
+		return got == n, fmt.Sprintf("%d waiters", got)
+	})
 }
 
 // A long-poll answers as soon as the review leaves pending, whoever moved
@@ -59,9 +58,7 @@ func TestWaitAnswersWhenTheReviewLeavesPending(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = h.ledger.Watcher().Follow(ctx, 10*time.Millisecond) }()
-	for !h.ledger.Watcher().Following() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "Follow following", h.ledger.Watcher().Following)
 	h.submit("wait-2", "caption_suggestion", "text")
 	got = h.waitFor("/v1/reviews/wait-2?wait=30")
 	h.waiters(t, 1)
@@ -139,20 +136,20 @@ func TestSubmitWaitAnswersWhenTheReviewLeavesPending(t *testing.T) {
 	h := newHarness(t, withWatcher)
 	got := h.submitWaiting("?wait=30s", "swait-1")
 	h.waiters(t, 1) // the watch is set before the submit is made: wait for the review
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	clocktest.EventuallyShows(t, "the submit's review stored while it waits", func() (bool, string) {
 		rec := h.do("GET", "/v1/reviews/swait-1", submitterToken, "")
-		if rec.Code == http.StatusOK {
+		switch rec.Code {
+		case http.StatusOK:
 			if v := decode[reviewView](t, rec); v.State != "pending" {
 				t.Fatalf("while the submit waits: %+v, want the stored pending review", v)
 			}
-			break
+			return true, ""
+		case http.StatusNotFound:
+			return false, fmt.Sprintf("%d %s", rec.Code, rec.Body)
 		}
-		if rec.Code != http.StatusNotFound || time.Now().After(deadline) {
-			t.Fatalf("while the submit waits: %d %s, want the stored pending review", rec.Code, rec.Body)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		t.Fatalf("while the submit waits: %d %s, want the stored pending review", rec.Code, rec.Body)
+		return false, ""
+	})
 	if n := h.ledger.Watcher().Waiting(); n != 1 {
 		t.Fatalf("%d waiters once the review is stored, want the submit's", n)
 	}

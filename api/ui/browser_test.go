@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/ui/uitest"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -344,19 +346,18 @@ func TestBrowserModerationAndDashboard(t *testing.T) {
 		// A periodic refresh may have left while the class was being typed
 		// and reach the server after the submitted query, so look for the
 		// submitted query among them rather than at the last to arrive.
-		var reqs []uitest.FakeRequest
-		filtered := false
-		for deadline := time.Now().Add(10 * time.Second); !filtered && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			reqs = fake.RequestsTo(http.MethodGet, "/v1/slo")
+		clocktest.EventuallyShows(t, "an SLO query with window 24h and class caption_suggestion", func() (bool, string) {
+			reqs := fake.RequestsTo(http.MethodGet, "/v1/slo")
 			for _, r := range reqs {
 				if r.Query.Get("window") == "24h" && r.Query.Get("content_class") == "caption_suggestion" {
-					filtered = true
+					return true, ""
 				}
 			}
-		}
-		if !filtered {
-			t.Errorf("no SLO query with window 24h and class caption_suggestion among %d: last %v", len(reqs), reqs[len(reqs)-1].Query)
-		}
+			if len(reqs) == 0 {
+				return false, "no SLO query"
+			}
+			return false, fmt.Sprintf("%d SLO queries, the last %v", len(reqs), reqs[len(reqs)-1].Query)
+		})
 		// No click: the dashboard refreshes itself.
 		fake.SetSLO("24h", newFakeSLO(28001, 27861, 120, 0, 700, 3100, 9900, 1, 60))
 		p.WaitText("#slo-total", "28,001")

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/reviewledger/reviewledger/api/ui/uitest"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 const bobToken = "moderator-token-bob-00001"
@@ -383,14 +384,10 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		fake.Escalate("rev-poll-0008", "caption_suggestion", "attempts_exhausted", 3, time.Second, 1, nil)
 		p.WaitText(row("rev-poll-0008"), "caption_suggestion")
 		// Refused twice, it is retried with a growing delay; then it is let in.
-		for deadline := time.Now().Add(uitest.WaitTimeout); ; time.Sleep(100 * time.Millisecond) {
-			if _, refused := fake.StreamCounts(); refused >= 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the stream was not retried after it was refused")
-			}
-		}
+		clocktest.WithinShows(t, uitest.WaitTimeout, "the stream to be retried after it was refused", func() (bool, string) {
+			_, refused := fake.StreamCounts()
+			return refused >= 2, fmt.Sprintf("refused %d times", refused)
+		})
 		fake.RefuseStreams(false)
 		p.WaitLive("live")
 		// It resumes where it stopped: the last event's ID goes back as

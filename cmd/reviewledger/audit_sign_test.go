@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -86,7 +88,7 @@ func TestServeSignsCheckpoints(t *testing.T) {
 	for _, id := range []string{"r1", "r2"} {
 		writeReview(t, l, id, t0)
 	}
-	waitReadable(t, store, 10+1) // 2 reviews of 5 events, and the policy snapshot they name
+	eventstoretest.WaitReadable(t, store, 10+1) // 2 reviews of 5 events, and the policy snapshot they name
 
 	l0, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,24 +113,21 @@ func TestServeSignsCheckpoints(t *testing.T) {
 		Heads int   `json:"heads"`
 		New   bool  `json:"new"`
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	clocktest.EventuallyShows(t, "serve to sign both reviews", func() (bool, string) {
 		var count int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_signed_head`).Scan(&count); err != nil && !strings.Contains(err.Error(), "does not exist") {
 			t.Fatal(err)
 		}
 		if count == 2 {
-			break
+			return true, ""
 		}
 		select {
 		case code := <-done:
 			t.Fatalf("serve exited %d:\n%s", code, logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve signed %d of 2 reviews:\n%s", count, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("serve signed %d of 2 reviews:\n%s", count, logs.String())
+	})
 	req, _ := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://%s/v1/audit/checkpoints", addr), nil)
 	req.Header.Set("Authorization", "Bearer "+auditorToken)
 	resp, err := http.DefaultClient.Do(req)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // TestE2EAdmission: with REVIEWLEDGER_MAX_IN_FLIGHT reached, a new review
@@ -30,7 +32,7 @@ func TestE2EAdmission(t *testing.T) {
 			t.Fatalf("%s: %+v, want manual_review", id, got)
 		}
 	}
-	eventually(t, "submissions to be taken again", func() (bool, string) {
+	clocktest.EventuallyShows(t, "submissions to be taken again", func() (bool, string) {
 		res := srv.call(t, http.MethodPost, "/v1/reviews", tokSubmitter, submitBody("e2e-admit-3", "e2e_fast", content("three")))
 		return res.Status == http.StatusAccepted, res.String()
 	})

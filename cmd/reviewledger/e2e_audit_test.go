@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // TestE2EAudit: an auditor reads a review's history over HTTP; the CLI
@@ -109,7 +111,7 @@ func TestE2EAudit(t *testing.T) {
 		}
 		// Each read model catches up on its own: wait until all have.
 		var beforeSLO map[string]any
-		eventually(t, "the SLO to show every review", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the SLO to show every review", func() (bool, string) {
 			beforeSLO = slo()
 			q, _ := beforeSLO["manual_queue"].(map[string]any)
 			return q["depth"] == float64(1) && beforeSLO["total"] == float64(3) && beforeSLO["escalated"] == float64(2), fmt.Sprint(beforeSLO)
@@ -142,14 +144,14 @@ func TestE2EAudit(t *testing.T) {
 	// After the rebuild: a lapsing claim would make its snapshots differ.
 	t.Run("a lapsed claim can be taken over", func(t *testing.T) {
 		srv.expect(t, http.StatusOK, http.MethodPost, "/v1/manual-queue/"+waiting+"/claim", tokModerator, nil)
-		eventually(t, "the claim to lapse", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the claim to lapse", func() (bool, string) {
 			res := srv.call(t, http.MethodPost, "/v1/manual-queue/"+waiting+"/claim", tokModerator2, nil)
 			return res.Status == http.StatusOK, res.String()
 		})
 		// The queue is a projection of the claims: current within about
 		// a second (docs/contracts.md §2).
 		srv.waitQueued(t, waiting, "e2e_fast")
-		eventually(t, "the queue to show max's claim", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the queue to show max's claim", func() (bool, string) {
 			it, _ := queued(srv.queue(t, "?content_class=e2e_fast&limit=1000"), waiting)
 			return it.ClaimedBy != nil && *it.ClaimedBy == "max", fmt.Sprintf("%+v", it)
 		})

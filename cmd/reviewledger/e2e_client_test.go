@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // e2eClient is the HTTP client of the tests, as a client of docs/contracts.md §2.
@@ -219,7 +221,7 @@ func queued(items []queueItem, id string) (queueItem, bool) {
 func (p *serveProc) waitSettled(t testing.TB, id string) reviewView {
 	t.Helper()
 	var v reviewView
-	eventually(t, "review "+id+" to leave pending", func() (bool, string) {
+	clocktest.EventuallyShows(t, "review "+id+" to leave pending", func() (bool, string) {
 		v = p.review(t, id)
 		return v.State != "pending", fmt.Sprintf("%+v", v)
 	})
@@ -230,7 +232,7 @@ func (p *serveProc) waitSettled(t testing.TB, id string) reviewView {
 func (p *serveProc) waitQueued(t testing.TB, id, class string) queueItem {
 	t.Helper()
 	var it queueItem
-	eventually(t, "review "+id+" to reach the manual queue", func() (bool, string) {
+	clocktest.EventuallyShows(t, "review "+id+" to reach the manual queue", func() (bool, string) {
 		var ok bool
 		it, ok = queued(p.queue(t, "?content_class="+class+"&limit=1000"), id)
 		return ok, "not in the queue"
@@ -241,27 +243,10 @@ func (p *serveProc) waitQueued(t testing.TB, id, class string) queueItem {
 // waitUnqueued polls the manual queue until the review has left it.
 func (p *serveProc) waitUnqueued(t testing.TB, id, class string) {
 	t.Helper()
-	eventually(t, "review "+id+" to leave the manual queue", func() (bool, string) {
+	clocktest.EventuallyShows(t, "review "+id+" to leave the manual queue", func() (bool, string) {
 		it, ok := queued(p.queue(t, "?content_class="+class+"&limit=1000"), id)
 		return !ok, fmt.Sprintf("still queued: %+v", it)
 	})
-}
-
-// eventually polls cond until it holds or e2eWait passes; last describes
-// what was seen, for the failure message.
-func eventually(t testing.TB, what string, cond func() (ok bool, last string)) {
-	t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s; last seen: %s", e2eWait, what, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // eventTypes lists the events' types in order.

@@ -12,6 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -72,7 +73,7 @@ func testCrash(t *testing.T, pubsub string) {
 		prov.script(r.id, r.steps...)
 		first.submit(t, r.id, r.class, content(r.id))
 	}
-	eventually(t, "every review's first attempt to be under way", func() (bool, string) {
+	clocktest.EventuallyShows(t, "every review's first attempt to be under way", func() (bool, string) {
 		for _, r := range reviews {
 			if len(prov.seen(r.id)) == 0 {
 				return false, r.id + " not seen by the provider"
@@ -87,7 +88,7 @@ func testCrash(t *testing.T, pubsub string) {
 	// taken in (both reviews parked) before the kill: a kill while an
 	// answer is still on its way to the record leaves that attempt owned,
 	// and it is closed as worker_lost, not as the test says.
-	eventually(t, "the asynchronous and the backing-off reviews to be parked", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the asynchronous and the backing-off reviews to be parked", func() (bool, string) {
 		v := metricValue(t, first, "reviewledger_engine_parked_reviews")
 		return v >= 2, fmt.Sprintf("%v parked", v)
 	})
@@ -193,13 +194,13 @@ func TestE2ERestart(t *testing.T) {
 	for _, id := range ids {
 		first.submit(t, id, "e2e_crash", content(id))
 	}
-	eventually(t, "both first attempts to reach the provider", func() (bool, string) {
+	clocktest.EventuallyShows(t, "both first attempts to reach the provider", func() (bool, string) {
 		return len(prov.seen(ids[0])) == 1 && len(prov.seen(ids[1])) == 1, "not yet"
 	})
 	// The 202 must have been taken in (the review parked, waiting for its
 	// callback) before the stop: a stop while its answer is still on the
 	// wire cancels that call like any other.
-	eventually(t, "the asynchronous review to be parked", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the asynchronous review to be parked", func() (bool, string) {
 		v := metricValue(t, first, "reviewledger_engine_parked_reviews")
 		return v >= 1, fmt.Sprintf("%v parked", v)
 	})
@@ -274,7 +275,7 @@ func TestE2ETwoProcesses(t *testing.T) {
 
 	// The SLIs count each review once, whichever process worked it: the
 	// one running the SLO projection exports them, the other none.
-	eventually(t, "the SLIs to count every review", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the SLIs to count every review", func() (bool, string) {
 		fams := []map[string]*dto.MetricFamily{scrape(t, procs[0]), scrape(t, procs[1])}
 		good := sumSeries(fams, "reviewledger_review_outcomes_total", map[string]string{"content_class": "e2e_fast", "outcome": "accepted", "within_budget": "true"})
 		all := sumSeries(fams, "reviewledger_review_outcomes_total", map[string]string{"content_class": "e2e_fast"})

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 )
@@ -191,29 +192,29 @@ func submitUntilTaken(procs []*serveProc, first int, id, class string) error {
 // pending, riding out errors (a process gone, the database restarting).
 func settledState(t *testing.T, procs []*serveProc, id string) reviewView {
 	t.Helper()
-	deadline := time.Now().Add(2 * e2eWait)
+	var v reviewView
 	var last string
-	for i := 0; time.Now().Before(deadline); i++ {
+	i := 0
+	clocktest.EventuallyShows(t, id+" to leave pending", func() (bool, string) {
 		p := procs[i%len(procs)]
+		i++
 		if !p.exited() {
 			res := p.call(t, http.MethodGet, "/v1/reviews/"+id, tokSubmitter, nil)
 			if res.Status == http.StatusOK {
-				var v reviewView
 				if err := json.Unmarshal(res.Body, &v); err != nil {
 					t.Fatal(err)
 				}
 				if v.State != "pending" {
-					return v
+					return true, ""
 				}
 				last = fmt.Sprintf("%+v", v)
 			} else {
 				last = res.String()
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s still pending after %s: %s", id, 2*e2eWait, last)
-	return reviewView{}
+		return false, last
+	})
+	return v
 }
 
 // checkOutcomes checks each review ended once: one finding or escalation,
@@ -340,7 +341,7 @@ func TestE2EDatabaseOutage(t *testing.T) {
 				t.Fatalf("serve exited: %v", srv.err)
 			}
 			checkOutcomes(t, srv, prov, ids, "accepted", 3)
-			eventually(t, "/readyz to recover", func() (bool, string) {
+			clocktest.EventuallyShows(t, "/readyz to recover", func() (bool, string) {
 				res := srv.call(t, http.MethodGet, "/readyz", "", nil)
 				return res.Status == http.StatusOK, res.String()
 			})
@@ -438,7 +439,7 @@ func TestE2EParkedReviews(t *testing.T) {
 	ids := reviewIDs("parked", n)
 	submitAll(t, []*serveProc{srv}, ids, "e2e_parked", 32)
 	var parked float64
-	eventually(t, "every review to be parked", func() (bool, string) {
+	clocktest.EventuallyShows(t, "every review to be parked", func() (bool, string) {
 		parked = metricValue(t, srv, "reviewledger_engine_parked_reviews")
 		inFlight := metricValue(t, srv, "reviewledger_engine_in_flight_reviews")
 		return parked == n && inFlight == 0, fmt.Sprintf("%v parked, %v in flight", parked, inFlight)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -137,7 +138,7 @@ func TestE2EProjectorFailover(t *testing.T) {
 	// whose failover this test is about.
 	worker := startServe(t, merged(withRoles("worker"), map[string]string{"REVIEWLEDGER_WORKER_SWEEPS": "false"}))
 	active := startServe(t, withRoles("projector,sweeper"))
-	eventually(t, "the first projector to be elected for everything", func() (bool, string) { return elected(t, active) })
+	clocktest.EventuallyShows(t, "the first projector to be elected for everything", func() (bool, string) { return elected(t, active) })
 	standby := startServe(t, withRoles("projector,sweeper"))
 	if ok, _ := elected(t, standby); ok {
 		t.Fatal("the standby is active too")
@@ -154,17 +155,7 @@ func TestE2EProjectorFailover(t *testing.T) {
 	time.Sleep(time.Second)
 	active.kill(t)
 	killed := time.Now()
-	deadline := killed.Add(e2eWait)
-	for {
-		ok, last := elected(t, standby)
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no takeover within %s of the kill: %s", e2eWait, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	clocktest.WithinShows(t, e2eWait, "the standby to take over after the kill", func() (bool, string) { return elected(t, standby) })
 	t.Logf("projections and sweeper taken over %s after the SIGKILL of the active process", time.Since(killed).Round(10*time.Millisecond))
 	checkStatusNames(t, api, standby.cmd.Process.Pid)
 	<-done
@@ -177,7 +168,7 @@ func TestE2EProjectorFailover(t *testing.T) {
 	// sweeper can end them.
 	swept := reviewIDs("sweep-failover", 5)
 	submitAll(t, []*serveProc{api}, swept, "e2e_sweep", 5)
-	eventually(t, "the provider to take every review for asynchronous review", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the provider to take every review for asynchronous review", func() (bool, string) {
 		for _, id := range swept {
 			if len(prov.calls(id)) == 0 {
 				return false, id + " not seen"
@@ -207,7 +198,7 @@ func TestE2EProjectorFailover(t *testing.T) {
 // the ledger.
 func checkRebuildEqual(t *testing.T, p *serveProc, dbURL string) {
 	t.Helper()
-	eventually(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, p) })
+	clocktest.EventuallyShows(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, p) })
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, withPoolMax(t, dbURL, 2))

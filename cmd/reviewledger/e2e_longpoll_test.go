@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -65,11 +66,11 @@ func TestE2ELongPollAcrossProcesses(t *testing.T) {
 	deciding, waiting := startServe(t, env), startServe(t, env)
 	const id = "longpoll-across-1"
 	deciding.submit(t, id, "e2e_parked", content(id))
-	eventually(t, "the provider to take the review", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the provider to take the review", func() (bool, string) {
 		return len(prov.calls(id)) == 1, fmt.Sprint(prov.calls(id))
 	})
 	answer := startLongPoll(context.Background(), e2eClient, waiting, id)
-	eventually(t, "the waiter to wait", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the waiter to wait", func() (bool, string) {
 		v := metricValue(t, waiting, "reviewledger_http_review_waiters")
 		return v == 1, fmt.Sprint(v)
 	})
@@ -109,7 +110,7 @@ func TestE2ELongPollWaitersCostNothing(t *testing.T) {
 	const n = 1000
 	ids := reviewIDs("longpoll-idle", n)
 	submitAll(t, []*serveProc{srv}, ids, "e2e_parked", 32)
-	eventually(t, "every review to be parked", func() (bool, string) {
+	clocktest.EventuallyShows(t, "every review to be parked", func() (bool, string) {
 		v := metricValue(t, srv, "reviewledger_engine_parked_reviews")
 		return v == n, fmt.Sprint(v)
 	})
@@ -142,7 +143,7 @@ func TestE2ELongPollWaitersCostNothing(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "1,000 waiters", func() (bool, string) {
+	clocktest.EventuallyShows(t, "1,000 waiters", func() (bool, string) {
 		v := metricValue(t, srv, "reviewledger_http_review_waiters")
 		return v == n, fmt.Sprint(v)
 	})

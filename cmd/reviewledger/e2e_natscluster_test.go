@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -148,9 +149,7 @@ func (c *natsCluster) start(node *natsNode) {
 // meta leader).
 func (c *natsCluster) waitJetStream(node *natsNode) {
 	c.t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	var last error
-	for time.Now().Before(deadline) {
+	clocktest.EventuallyShows(c.t, "JetStream to answer on nats-server "+node.name, func() (bool, string) {
 		nc, err := nats.Connect(node.url(), nats.Timeout(time.Second))
 		if err == nil {
 			js, jerr := jetstream.New(nc)
@@ -161,14 +160,12 @@ func (c *natsCluster) waitJetStream(node *natsNode) {
 			}
 			nc.Close()
 			if jerr == nil {
-				return
+				return true, ""
 			}
 			err = jerr
 		}
-		last = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	c.t.Fatalf("nats-server %s: JetStream did not answer within %s: %v\n%s", node.name, e2eWait, last, node.logs.String())
+		return false, fmt.Sprintf("%v\n%s", err, node.logs.String())
+	})
 }
 
 func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -262,24 +259,21 @@ func (c *natsCluster) streamInfo(ctx context.Context, stream string) (*jetstream
 // name.
 func (c *natsCluster) streamLeader(stream string, not string) string {
 	c.t.Helper()
-	deadline := time.Now().Add(e2eWait)
-	var last string
-	for time.Now().Before(deadline) {
+	var leader string
+	clocktest.EventuallyShows(c.t, fmt.Sprintf("stream %s to have a leader other than %q", stream, not), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		info, err := c.streamInfo(ctx, stream)
 		cancel()
 		switch {
 		case err != nil:
-			last = err.Error()
+			return false, err.Error()
 		case info.Cluster.Leader != "" && info.Cluster.Leader != not:
-			return info.Cluster.Leader
-		default:
-			last = fmt.Sprintf("leader %q", info.Cluster.Leader)
+			leader = info.Cluster.Leader
+			return true, ""
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	c.t.Fatalf("stream %s has no leader (other than %q) within %s: %s", stream, not, e2eWait, last)
-	return ""
+		return false, fmt.Sprintf("leader %q", info.Cluster.Leader)
+	})
+	return leader
 }
 
 // TestE2ENATSCluster: the work stream on a three-node JetStream cluster,
@@ -350,7 +344,7 @@ func TestE2ENATSCluster(t *testing.T) {
 			t.Errorf("worker %s exited: %v", w.URL, w.err)
 		}
 	}
-	eventually(t, "the stream to be empty and its restarted replica current", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the stream to be empty and its restarted replica current", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		info, err := nc.streamInfo(ctx, topic)

@@ -24,6 +24,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -97,16 +98,13 @@ func (r *webhookReceiver) URL() string { return "http://" + r.addr + "/hooks/rev
 func (r *webhookReceiver) up(t *testing.T) {
 	t.Helper()
 	var l net.Listener
-	var err error
-	for try := 0; try < 50; try++ { // the port was ours a moment ago
-		if l, err = net.Listen("tcp", r.addr); err == nil {
-			break
+	clocktest.EventuallyShows(t, "the receiver back on "+r.addr, func() (bool, string) { // the port was ours a moment ago
+		var err error
+		if l, err = net.Listen("tcp", r.addr); err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("receiver back on %s: %v", r.addr, err)
-	}
+		return true, ""
+	})
 	srv := &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 5 * time.Second}
 	r.mu.Lock()
 	r.srv = srv
@@ -293,13 +291,13 @@ func TestE2EWebhooksThroughFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { submitAll(t, []*serveProc{first}, auto, "e2e_load", 12) })
 	wg.Go(func() { submitAll(t, []*serveProc{first}, gated, "e2e_gated", 4) })
-	eventually(t, "the receiver to fail 40 requests and take more", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the receiver to fail 40 requests and take more", func() (bool, string) {
 		return recv.requests() >= 150, fmt.Sprintf("%d requests", recv.requests())
 	})
 	recv.down()
 	wg.Wait()
 	// While the receiver is away, the failures are visible.
-	eventually(t, "failing deliveries listed with their error", func() (bool, string) {
+	clocktest.EventuallyShows(t, "failing deliveries listed with their error", func() (bool, string) {
 		res := first.expect(t, http.StatusOK, http.MethodGet, "/v1/admin/deliveries?state=failing&limit=1000", tokAdmin, nil)
 		var v struct {
 			Deliveries []struct {
@@ -319,7 +317,7 @@ func TestE2EWebhooksThroughFaults(t *testing.T) {
 		}
 		return refused > 0, fmt.Sprintf("%d failing, %d refused", len(v.Deliveries), refused)
 	})
-	eventually(t, "the retry backlog on /metrics", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the retry backlog on /metrics", func() (bool, string) {
 		v := metricValue(t, first, "reviewledger_notify_retry_backlog")
 		return v > 0, fmt.Sprint(v)
 	})
@@ -356,18 +354,11 @@ func TestE2EWebhooksThroughFaults(t *testing.T) {
 			t.Errorf("%s: history calls for %v", id, want[id])
 		}
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	clocktest.WithinShows(t, 3*time.Minute, fmt.Sprintf("%d webhooks", total), func() (bool, string) {
 		got, _ := recv.distinct()
-		if len(got) >= total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d webhooks received", len(got), total)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	eventually(t, "no delivery left undelivered", func() (bool, string) {
+		return len(got) >= total, fmt.Sprintf("%d of %d webhooks received", len(got), total)
+	})
+	clocktest.EventuallyShows(t, "no delivery left undelivered", func() (bool, string) {
 		res := second.expect(t, http.StatusOK, http.MethodGet, "/v1/admin/deliveries?state=failing", tokAdmin, nil)
 		pending := second.expect(t, http.StatusOK, http.MethodGet, "/v1/admin/deliveries?state=pending", tokAdmin, nil)
 		empty := `{"deliveries":[]}` + "\n"
@@ -423,7 +414,7 @@ func TestE2EWebhooksThroughFaults(t *testing.T) {
 	}
 	if v := metricValue(t, second, "reviewledger_notify_retry_backlog"); v != 0 {
 		// Measured every 5s: give it one more round.
-		eventually(t, "the retry backlog to empty", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the retry backlog to empty", func() (bool, string) {
 			v := metricValue(t, second, "reviewledger_notify_retry_backlog")
 			return v == 0, fmt.Sprint(v)
 		})

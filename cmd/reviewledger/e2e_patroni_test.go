@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/patroni"
 )
 
@@ -251,7 +252,7 @@ func checkWebhooks(t *testing.T, srv *serveProc, recv *webhookReceiver, ids []st
 	for _, id := range ids {
 		want[id] = expectedWebhooks(t, srv, id)
 	}
-	eventually(t, "every webhook delivered", func() (bool, string) {
+	clocktest.EventuallyShows(t, "every webhook delivered", func() (bool, string) {
 		got, _ := recv.distinct()
 		byReview := map[string][]wantWebhook{}
 		for _, w := range got {

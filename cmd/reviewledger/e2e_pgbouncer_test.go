@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/pgbouncer"
 	"github.com/reviewledger/reviewledger/projections"
@@ -111,7 +112,7 @@ func TestE2EPgBouncer(t *testing.T) {
 		}
 		// For server_login_retry after a failed login PgBouncer refuses
 		// its clients (503 from the API, with Retry-After): wait it out.
-		eventually(t, "/readyz to recover", func() (bool, string) {
+		clocktest.EventuallyShows(t, "/readyz to recover", func() (bool, string) {
 			res := srv.call(t, http.MethodGet, "/readyz", "", nil)
 			return res.Status == http.StatusOK, res.String()
 		})
@@ -131,7 +132,7 @@ func TestE2EPgBouncer(t *testing.T) {
 // passes.
 func checkLedger(t *testing.T, srv *serveProc) {
 	t.Helper()
-	eventually(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, srv) })
+	clocktest.EventuallyShows(t, "the projections to catch up", func() (bool, string) { return caughtUp(t, srv) })
 	if items := srv.queue(t, "?limit=1000"); len(items) != 0 {
 		t.Errorf("%d reviews in the manual queue", len(items))
 	}
@@ -139,7 +140,7 @@ func checkLedger(t *testing.T, srv *serveProc) {
 	if code != 0 || strings.Contains(out, "DAMAGED") {
 		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
 	}
-	eventually(t, "/readyz", func() (bool, string) {
+	clocktest.EventuallyShows(t, "/readyz", func() (bool, string) {
 		res := srv.call(t, http.MethodGet, "/readyz", "", nil)
 		return res.Status == http.StatusOK, res.String()
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -179,7 +180,7 @@ func TestE2EFailoverPrimaryDown(t *testing.T) {
 	id := "failover-forged"
 	backup.script(id, async(""))
 	proc.submit(t, id, "e2e_failover", content("forged"))
-	eventually(t, "the fallback's attempt in flight", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the fallback's attempt in flight", func() (bool, string) {
 		got := attemptProviders(t, proc, id)
 		return strings.Join(got, ",") == "primary,backup", fmt.Sprint(got)
 	})
@@ -239,7 +240,7 @@ func TestE2ECircuitOpensAndCloses(t *testing.T) {
 	}
 	primary.down.Store(false)
 	n := 0
-	eventually(t, "a review decided by the recovered primary", func() (bool, string) {
+	clocktest.EventuallyShows(t, "a review decided by the recovered primary", func() (bool, string) {
 		n++
 		got := run(fmt.Sprintf("circuit-probe-%d", n))
 		return strings.Join(got, ",") == "primary", fmt.Sprint(got)

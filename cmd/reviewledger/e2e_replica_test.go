@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 	"github.com/reviewledger/reviewledger/projections"
 )
@@ -45,6 +45,30 @@ func replayPaused(t *testing.T, replicaURL string, paused bool) {
 	if _, err := conn.Exec(ctx, "SELECT "+fn); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// projectedOnPrimary waits until the projections have written id's rows
+// on the primary at dbURL: it is in the manual queue there, and every
+// projection has applied every event of the ledger.
+func projectedOnPrimary(t *testing.T, dbURL, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clocktest.Wait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	clocktest.EventuallyShows(t, "the projections to write "+id+"'s rows on the primary", func() (bool, string) {
+		var behind int
+		var queued bool
+		if err := conn.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM projection_checkpoint WHERE events < (SELECT count(*) FROM event)),
+				EXISTS (SELECT 1 FROM manual_queue WHERE review_id = $1)`, id).Scan(&behind, &queued); err != nil {
+			t.Fatal(err)
+		}
+		return behind == 0 && queued, fmt.Sprintf("%d projections behind the ledger, %s in the manual queue: %v", behind, id, queued)
+	})
 }
 
 // auditedReviews runs audit verify and returns how many reviews it
@@ -97,7 +121,7 @@ func TestE2EReadReplica(t *testing.T) {
 		}
 	}
 	escalate("replica-1")
-	eventually(t, "reads to go to the replica and show the first review", func() (bool, string) {
+	clocktest.EventuallyShows(t, "reads to go to the replica and show the first review", func() (bool, string) {
 		st := readyReplica(t, srv)
 		ids := queuedIDs()
 		return st.Serving == projections.ServingReplica && st.Up && len(ids) == 1, fmt.Sprintf("%+v, queue %v", st, ids)
@@ -109,7 +133,7 @@ func TestE2EReadReplica(t *testing.T) {
 	// Replay paused: the replica stays where it is.
 	replayPaused(t, replicaURL, true)
 	escalate("replica-2")
-	time.Sleep(2 * time.Second) // the projections have written replica-2's rows on the primary by now
+	projectedOnPrimary(t, dbURL, "replica-2")
 	if ids := queuedIDs(); len(ids) != 1 || ids[0] != "replica-1" {
 		t.Errorf("manual queue with replay paused: %v, want only replica-1 (read from the replica)", ids)
 	}
@@ -137,7 +161,7 @@ func TestE2EReadReplica(t *testing.T) {
 	}
 
 	replayPaused(t, replicaURL, false)
-	eventually(t, "the replica to catch up", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the replica to catch up", func() (bool, string) {
 		st := readyReplica(t, srv)
 		ids := queuedIDs()
 		return st.LagBytes == 0 && len(ids) == 1 && ids[0] == "replica-2", fmt.Sprintf("%+v, queue %v", st, ids)
@@ -149,7 +173,7 @@ func TestE2EReadReplica(t *testing.T) {
 	// The replica stops: the primary answers every read.
 	replica.Stop()
 	escalate("replica-3")
-	eventually(t, "the queue, from the primary, to show replica-3", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the queue, from the primary, to show replica-3", func() (bool, string) {
 		ids := queuedIDs()
 		return len(ids) == 2, fmt.Sprint(ids)
 	})
@@ -164,7 +188,7 @@ func TestE2EReadReplica(t *testing.T) {
 
 	// Started again, it serves the read models again.
 	replica.StartAgain()
-	eventually(t, "reads to go back to the replica", func() (bool, string) {
+	clocktest.EventuallyShows(t, "reads to go back to the replica", func() (bool, string) {
 		st := readyReplica(t, srv)
 		return st.Serving == projections.ServingReplica && len(queuedIDs()) == 2, fmt.Sprintf("%+v", st)
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/cluster"
 )
 
@@ -91,7 +92,7 @@ func TestE2ERestoreIsCheckedAgainstTheWitness(t *testing.T) {
 	verifyArgs := []string{"audit", "verify", "--no-anchor", "--public-key", key + ".pub", "--witness", witness}
 	allSigned := func(what string) {
 		t.Helper()
-		eventually(t, what, func() (bool, string) {
+		clocktest.EventuallyShows(t, what, func() (bool, string) {
 			code, out, errOut := srv.cli(t, verifyArgs...)
 			return code == 0 && strings.Contains(out, "0 events not yet signed") && strings.Contains(out, "0 not in the database; 0 in the database not in the witness"), out + errOut
 		})

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // testSubmitAndRead: a review the provider accepts, the request the
@@ -218,7 +220,7 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 		t.Fatalf("provider saw %d attempts, want 3", len(calls))
 	}
 	// Each request was cancelled at its attempt's timeout, not left open.
-	eventually(t, "the provider to see all three requests cancelled", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the provider to see all three requests cancelled", func() (bool, string) {
 		n := srv.Provider.cancellations(id)
 		return n == 3, fmt.Sprintf("%d cancelled", n)
 	})
@@ -242,7 +244,7 @@ func testTimeoutsEscalate(t *testing.T, srv *e2eServer) {
 	if !strings.Contains(pr.Type, "claimed-by-other") {
 		t.Errorf("second claim: problem type %q", pr.Type)
 	}
-	eventually(t, "the claim to show in the queue", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the claim to show in the queue", func() (bool, string) {
 		it, _ := queued(srv.queue(t, "?content_class=e2e_fast&limit=1000"), id)
 		return it.ClaimedBy != nil && *it.ClaimedBy == "mona" && it.ClaimExpiresAt != nil, fmt.Sprintf("%+v", it)
 	})
@@ -286,7 +288,7 @@ func testCallbacks(t *testing.T, srv *e2eServer) {
 	// completions (the late callback and the one after the decision).
 	var s sloView
 	var raw response
-	eventually(t, "the e2e_async outcomes in /v1/slo", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the e2e_async outcomes in /v1/slo", func() (bool, string) {
 		raw = srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil)
 		s = decode[sloView](t, raw)
 		// Each read model catches up on its own.
@@ -296,7 +298,7 @@ func testCallbacks(t *testing.T, srv *e2eServer) {
 	// Every 409 answered to a signed callback is one conflicting
 	// completion (docs/contracts.md §4); only this class's reviews get callbacks.
 	if want := srv.Provider.conflicts.Load(); s.ConflictingCompletions != want {
-		eventually(t, "every callback answered 409 in /v1/slo", func() (bool, string) {
+		clocktest.EventuallyShows(t, "every callback answered 409 in /v1/slo", func() (bool, string) {
 			s = decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokModerator, nil))
 			return s.ConflictingCompletions == want, fmt.Sprintf("%d conflicting completions, %d callbacks answered 409", s.ConflictingCompletions, want)
 		})
@@ -319,7 +321,7 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 			t.Fatalf("review %+v, want rejected after 1 attempt for the callback's reason", got)
 		}
 		// The provider records the answer after the review has moved.
-		eventually(t, "the callback's answer", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the callback's answer", func() (bool, string) {
 			st := srv.Provider.callbackStatuses(id)
 			return len(st) > 0, "none yet"
 		})
@@ -337,7 +339,7 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 		const id = "e2e-callback-late"
 		srv.Provider.script(id, async(""), accept())
 		srv.submit(t, id, "e2e_async", content("late"))
-		eventually(t, "attempt 1 to time out", func() (bool, string) {
+		clocktest.EventuallyShows(t, "attempt 1 to time out", func() (bool, string) {
 			evs := srv.events(t, id)
 			for _, e := range ofType(evs, "AttemptTimedOut") {
 				if e.field("attempt") == float64(1) {
@@ -363,7 +365,7 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 				t.Errorf("finding of attempt %v recorded", f.field("attempt"))
 			}
 		}
-		eventually(t, "the conflicting completion in /v1/slo", func() (bool, string) {
+		clocktest.EventuallyShows(t, "the conflicting completion in /v1/slo", func() (bool, string) {
 			s := decode[sloView](t, srv.expect(t, http.StatusOK, http.MethodGet, "/v1/slo?window=1h&content_class=e2e_async", tokAuditor, nil))
 			return s.ConflictingCompletions >= 1, fmt.Sprintf("%+v", s)
 		})
@@ -396,7 +398,7 @@ func testEachCallback(t *testing.T, srv *e2eServer) {
 		// refused, so the review escalates without waiting out a third.
 		srv.Provider.script(id, async(""), status(http.StatusBadRequest, ""))
 		srv.submit(t, id, "e2e_async", content("unsigned"))
-		eventually(t, "attempt 1 to start", func() (bool, string) {
+		clocktest.EventuallyShows(t, "attempt 1 to start", func() (bool, string) {
 			return len(srv.Provider.seen(id)) >= 1, "no request yet"
 		})
 		// While it is pending, a moderator can neither claim nor decide it.

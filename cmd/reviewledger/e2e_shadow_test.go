@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/projections"
 )
 
@@ -76,7 +77,7 @@ func TestE2EShadowComparison(t *testing.T) {
 		t.Fatalf("the ledger holds %+v, want %d observed and compared, %d agreeing", want, n, n-n/10)
 	}
 	var got projections.ProviderSLO
-	eventually(t, "the comparison of every shadow finding", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the comparison of every shadow finding", func() (bool, string) {
 		var r projections.ProviderReport
 		if err := json.Unmarshal(proc.expect(t, http.StatusOK, http.MethodGet, "/v1/slo/providers?window=1h&content_class=e2e_shadow&provider=candidate", tokAuditor, nil).Body, &r); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/signin/signintest"
 	"github.com/reviewledger/reviewledger/api/ui/uitest"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // signinUsers are the accounts of the test's OpenID Provider.
@@ -85,7 +86,7 @@ func TestE2EJWTAndTokenFile(t *testing.T) {
 	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the removed token refused", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the removed token refused", func() (bool, string) {
 		res := srv.call(t, "GET", "/v1/me", fileTok, nil)
 		return res.Status == http.StatusUnauthorized, res.String()
 	})
@@ -99,7 +100,7 @@ func TestE2EJWTAndTokenFile(t *testing.T) {
 	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the refused reload logged", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the refused reload logged", func() (bool, string) {
 		return strings.Contains(srv.logs.String(), "tokens not reloaded"), ""
 	})
 	srv.expect(t, http.StatusOK, "GET", "/v1/me", newTok, nil)
@@ -195,12 +196,12 @@ func TestE2EBrowserSignIn(t *testing.T) {
 	// Removed from the moderators' group at the provider: at the next
 	// refresh of the session the UI is refused, and says why.
 	op.SetGroups("u-olga", "staff")
-	eventually(t, "the UI to refuse the user without a role", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the UI to refuse the user without a role", func() (bool, string) {
 		o := outcome()
 		return strings.HasPrefix(o, "refused: ") && strings.Contains(o, "no role"), o
 	})
 	op.SetGroups("u-olga", "mods")
-	eventually(t, "the UI to let the user back in", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the UI to let the user back in", func() (bool, string) {
 		o := outcome()
 		return o == "in: Signed in as Olga Okafor (moderator)", o
 	})
@@ -208,7 +209,7 @@ func TestE2EBrowserSignIn(t *testing.T) {
 	// Signing out ends the session and goes through the provider's
 	// end_session_endpoint back to the sign-in page.
 	page.Click("#signout")
-	eventually(t, "the browser at the provider's end_session_endpoint", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the browser at the provider's end_session_endpoint", func() (bool, string) {
 		return op.Visited("/end_session"), ""
 	})
 	page.WaitNavigated("the sign-in page back from the provider", `location.origin === `+strconv.Quote(srv.URL)+` && document.readyState === 'complete' && !!document.getElementById('oidc-signin') && !document.getElementById('oidc-signin').hidden`)

@@ -21,6 +21,8 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // scrape reads a serve process's /metrics, checks it with `promtool check
@@ -165,7 +167,7 @@ func TestE2ETraces(t *testing.T) {
 	}
 	want := []string{"review.attempt", "review.attempt", "review.backoff", "review.commit_finding", "review.submit"}
 	var spans []*tracepb.Span
-	eventually(t, "the review's spans at the collector", func() (bool, string) {
+	clocktest.EventuallyShows(t, "the review's spans at the collector", func() (bool, string) {
 		all, _ := collector.received()
 		spans = nil
 		var names []string

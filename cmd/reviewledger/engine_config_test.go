@@ -9,6 +9,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/api/engine"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
@@ -96,20 +97,13 @@ func TestNewEngineWithSimulator(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		clocktest.Eventually(t, id+" to leave pending", func() bool {
 			rv, err := led.Load(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rv.State() != domain.StatePending {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still pending", id)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return rv.State() != domain.StatePending
+		})
 	}
 }
 

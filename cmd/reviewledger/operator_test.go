@@ -14,6 +14,7 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/esdbstore"
 	"github.com/reviewledger/reviewledger/eventstore/esdbstore/esdbfake"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations"
@@ -52,26 +53,6 @@ var backends = []backend{
 	}},
 }
 
-// waitReadable waits until the store's global order holds n events
-// (pgstore holds back events while an older transaction anywhere on the
-// server runs).
-func waitReadable(t *testing.T, s eventstore.Store, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		evs, err := s.ReadAll(context.Background(), eventstore.Start, n+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events readable", len(evs), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestOperatorCommandsOnEachBackend runs every operator command on each
 // ledger backend: each must read the ledger REVIEWLEDGER_EVENTSTORE names,
 // whose reviews exist nowhere else.
@@ -87,7 +68,7 @@ func TestOperatorCommandsOnEachBackend(t *testing.T) {
 			for _, id := range []string{"r1", "r2", "r3"} {
 				writeReview(t, l, id, t0)
 			}
-			waitReadable(t, store, 15+1) // 3 reviews of 5 events, and the policy snapshot they name
+			eventstoretest.WaitReadable(t, store, 15+1) // 3 reviews of 5 events, and the policy snapshot they name
 			setEnv(t, env)
 
 			code, out, stderr := runCLI(t, ctx, "audit", "verify")

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/pglock"
@@ -234,15 +233,15 @@ type pooledStatements struct {
 // the server session it was prepared on: what a transaction pooler does to
 // pgx's statement cache.
 func (t *pooledStatements) check(conn *pgx.Conn, err error) {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || (pgErr.Code != storeerr.CodeInvalidSQLStatementName && pgErr.Code != storeerr.CodeDuplicatePreparedStatement) {
+	code := storeerr.Code(err)
+	if code != storeerr.CodeInvalidSQLStatementName && code != storeerr.CodeDuplicatePreparedStatement {
 		return
 	}
 	if conn == nil || conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || !t.said.CompareAndSwap(false, true) {
 		return
 	}
 	t.log.Error("DATABASE_URL: prepared statements go missing between statements, so it reaches a transaction pooler (PgBouncer pool_mode=transaction); drop default_query_exec_mode from DATABASE_URL (cache_describe is the default through a pooler) or name cache_describe",
-		"sqlstate", pgErr.Code, "error", pgErr.Message)
+		"sqlstate", code, "error", storeerr.Message(err))
 }
 
 // TraceQueryStart implements pgx.QueryTracer.

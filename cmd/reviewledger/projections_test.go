@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/domain"
-	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -42,21 +42,7 @@ func TestProjectionsRebuildAndStatus(t *testing.T) {
 	}
 	// The three Submitted and the policy snapshot they name, stored once.
 	const events = 4
-	// pgstore holds back events while an older transaction anywhere on the
-	// server is running; wait until ours are readable (then they stay so).
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		evs, err := store.ReadAll(ctx, eventstore.Start, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == events {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events readable", len(evs), events)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventstoretest.WaitReadable(t, store, events)
 	store.Close()
 
 	code, out, stderr := runCLI(t, ctx, "projections", "status")

@@ -37,13 +37,15 @@ type StepWriter interface {
 }
 
 // Commands is the application service every writer of a review's events
-// goes through: load the review, ask the domain command what it writes,
-// append that at the version loaded with the change to the work record,
-// and retry only what is a coordination conflict. Its users are the
-// engine (an attempt's step, a callback's finding, a requeue), the HTTP
-// handlers (a moderator's claim, release, hold and decision) and the
-// bench's growth of a ledger. Submissions create a stream instead
-// (Ledger.CreateThen): they expect none.
+// in the service goes through: load the review, ask the domain command
+// what it writes, append that at the version loaded with the change to
+// the work record, and retry only what is a coordination conflict. Its
+// users are the engine (an attempt's step, a callback's finding, a
+// requeue), the HTTP handlers (a moderator's claim, release, hold and
+// decision) and the projector's sweeper (a claim whose lease ran out).
+// Submissions create a stream instead (Ledger.CreateThen): they expect
+// none. The bench's growth of a ledger, which plans every step itself,
+// calls Write, where Run ends, directly.
 type Commands struct {
 	Ledger StepWriter
 	// Now is the commands' clock. Default time.Now.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -78,11 +79,7 @@ func (o *ownWrite) gated(t *testing.T, id string, write func() error) <-chan err
 	done := make(chan error, 1)
 	go func() { done <- write() }()
 	waitFor(t, o.gate.committed, "the write did not reach the store")
-	for deadline := time.Now().Add(5 * time.Second); !ledger.Relied(o.here, id); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Follow did not read the write's events")
-		}
-	}
+	clocktest.Eventually(t, "Follow to read the write's events", func() bool { return ledger.Relied(o.here, id) })
 	return done
 }
 
@@ -339,11 +336,7 @@ func TestFollowLeavesAnEarlierWriteToAnotherInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(store.release) // Follow reads A's escalation, at B's revision
-	for deadline := time.Now().Add(5 * time.Second); !ledger.Relied(here, "x"); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Follow did not leave the escalation to B")
-		}
-	}
+	clocktest.Eventually(t, "Follow to leave the escalation to B", func() bool { return ledger.Relied(here, "x") })
 	late, stopLate := w.Watch("x")
 	defer stopLate()
 	before := store.reads.Load()
@@ -380,9 +373,7 @@ func following(t *testing.T, l *ledger.Ledger) *ledger.Watcher {
 			t.Error(err)
 		}
 	})
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "Follow following", w.Following)
 	return w
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -35,11 +36,7 @@ func escalate(t *testing.T, l *ledger.Ledger, id string) {
 func escalateFollowed(t *testing.T, l *ledger.Ledger, id string) {
 	t.Helper()
 	escalate(t, l, id)
-	for deadline := time.Now().Add(5 * time.Second); !ledger.Vouched(l, id); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Follow did not read the escalation of %s", id)
-		}
-	}
+	clocktest.Eventually(t, "Follow to read the escalation of "+id, func() bool { return ledger.Vouched(l, id) })
 }
 
 // create creates the reviews through l.
@@ -97,9 +94,7 @@ func TestLoadWatched(t *testing.T) {
 	followed := make(chan error, 1)
 	followCtx, stopFollow := context.WithCancel(ctx)
 	go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "Follow following", w.Following)
 	// Kept before Follow started: read.
 	if _, read := loadWatched("lw-early"); !read {
 		t.Fatal("answered from memory a review kept before Follow started")
@@ -173,9 +168,7 @@ func TestLoadWatchedAfterOwnChanges(t *testing.T) {
 		actor := ledger.Actor{Name: "test"}
 		w := here.Watcher()
 		go func() { _ = w.Follow(ctx, 10*time.Millisecond) }()
-		for !w.Following() {
-			time.Sleep(time.Millisecond)
-		}
+		clocktest.Eventually(t, "Follow following", w.Following)
 		loadWatched := func(id string) bool {
 			t.Helper()
 			before := store.reads.Load()
@@ -235,9 +228,7 @@ func TestFollowStoppingTellsEveryWaiter(t *testing.T) {
 		followCtx, stopFollow := context.WithCancel(ctx)
 		followed := make(chan error, 1)
 		go func() { followed <- w.Follow(followCtx, 10*time.Millisecond) }()
-		for !w.Following() {
-			time.Sleep(time.Millisecond)
-		}
+		clocktest.Eventually(t, "Follow following", w.Following)
 		if _, err := here.Create(ctx, submitted(t, "stopping"), ledger.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
@@ -324,9 +315,7 @@ func loadWatchedAfterADrop(t *testing.T, forgotten bool) {
 	defer cancel()
 	w := here.Watcher()
 	go func() { _ = w.Follow(ctx, 10*time.Millisecond) }()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "Follow following", w.Following)
 	create(t, here, "drop-x")
 	// A slow read of the pending review.
 	store.armed.Store(true)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 	"github.com/reviewledger/reviewledger/eventstore/memstore"
 )
@@ -22,9 +23,7 @@ func TestWatcher(t *testing.T) {
 	w := here.Watcher()
 	followed := make(chan error, 1)
 	go func() { followed <- w.Follow(ctx, 10*time.Millisecond) }()
-	for !w.Following() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, "Follow following", w.Following)
 	ch, stop := w.Watch("w-1")
 	defer stop()
 	other, stopOther := w.Watch("w-2")

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
@@ -135,8 +134,7 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 		if errors.Is(err, ErrStatement) {
 			return eventstore.AppendResult{}, err
 		}
-		var pgErr *pgconn.PgError
-		collided := errors.As(err, &pgErr) && pgErr.Code == storeerr.CodeUniqueViolation
+		collided := storeerr.Code(err) == storeerr.CodeUniqueViolation
 		if err != nil && !collided {
 			return eventstore.AppendResult{}, storeerr.Wrap(ctx, "append to "+stream, err)
 		}
@@ -145,7 +143,7 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 		if res, ok, err := s.idempotent(ctx, stream, expected, events); ok || err != nil {
 			return res, err
 		}
-		if collided && strings.HasSuffix(pgErr.ConstraintName, idKeySuffix) {
+		if collided && strings.HasSuffix(storeerr.Constraint(err), idKeySuffix) {
 			// Stored in the meantime, but not as this append: the check
 			// above saw it or the row was not yet committed when it looked.
 			return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
@@ -69,16 +70,13 @@ func closeIdle(t *testing.T, pool, admin *pgxpool.Pool, n int) {
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	clocktest.Eventually(t, "the terminated sessions gone", func() bool {
 		var left int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])`, pids).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
-		if left == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return left == 0
+	})
 }
 
 // TestLostConnectionsResetsThePool: with LostConnections as its tracer, a

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore/pgarray"
@@ -114,8 +113,7 @@ func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.Stream
 		return s.appendEach(ctx, parts, then)
 	}
 	written, err := s.insertAll(ctx, parts, then)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == storeerr.CodeUniqueViolation || pgErr.Code == storeerr.CodeDeadlockDetected) {
+	if code := storeerr.Code(err); code == storeerr.CodeUniqueViolation || code == storeerr.CodeDeadlockDetected {
 		return s.appendEach(ctx, parts, then)
 	}
 	if err != nil {

@@ -419,25 +419,6 @@ func TestAppendMultiWithLostConnection(t *testing.T) {
 	}
 }
 
-// waitForLockWait returns once a session of pool's database waits for a
-// lock.
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		var waiting int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		if err != nil {
-			t.Fatalf("waiting for the append to block: %v", err)
-		}
-		if waiting > 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // appendRaw writes an event at revision of stream in tx as an append
 // writes it: the stream's head and the event.
 func appendRaw(t *testing.T, tx pgx.Tx, stream string, revision int64, id string) {
@@ -463,7 +444,7 @@ func raceCommit(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx, call func() ([]even
 		results, err := call()
 		done <- outcome{results, err}
 	}()
-	waitForLockWait(t, pool)
+	waitFor(t, pool, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
 	if err := tx.Commit(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}

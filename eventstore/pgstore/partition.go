@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
@@ -24,16 +23,11 @@ const PartitionsAhead = 2
 // only a few seqs wide) gets through.
 func ahead(attempt int) int { return PartitionsAhead << min(attempt-1, 10) }
 
-// codeCheckViolation is check_violation, which PostgreSQL also raises for
-// a row that no partition accepts.
-const codeCheckViolation = "23514"
-
 // noPartition reports whether err is the server refusing a row of event
-// because no partition holds its seq.
+// because no partition holds its seq (a check violation).
 func noPartition(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == codeCheckViolation &&
-		strings.HasPrefix(pgErr.Message, `no partition of relation "event"`)
+	return storeerr.Code(err) == storeerr.CodeCheckViolation &&
+		strings.HasPrefix(storeerr.Message(err), `no partition of relation "event"`)
 }
 
 // EnsurePartitions creates the partitions of event that cover the next

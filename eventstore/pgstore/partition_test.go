@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
@@ -417,19 +418,13 @@ func readAll(t *testing.T, s *pgstore.Store, pos eventstore.Position, n int) []e
 // waitFor polls cond, a query returning one boolean, until it is true.
 func waitFor(t *testing.T, pool *pgxpool.Pool, cond string) {
 	t.Helper()
-	ctx := ctxFor(t)
-	for {
+	clocktest.Eventually(t, cond, func() bool {
 		var ok bool
-		if err := pool.QueryRow(ctx, cond).Scan(&ok); err != nil {
+		if err := pool.QueryRow(t.Context(), cond).Scan(&ok); err != nil {
 			t.Fatalf("waiting for %s: %v", cond, err)
 		}
-		if ok {
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("waiting for %s: %v", cond, err)
-		}
-	}
+		return ok
+	})
 }
 
 // TestHeadsFollowSQL: events deleted or renumbered by SQL (a repair, or

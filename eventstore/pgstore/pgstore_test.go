@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -134,13 +135,27 @@ func TestNotificationAcrossStores(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the listener start and the waiter block
+	// The reader listens (its LISTEN runs; appends before it ends are
+	// announced to its waiters once it has): the append below is told to
+	// it by notification, whether or not its waiter has blocked yet.
+	clocktest.Eventually(t, "the reader listening", func() bool { return listeners(t, pool) == 1 })
 	if _, err := writer.Append(ctx, "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "T"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-woke; err != nil {
 		t.Fatalf("waiting on another store: %v", err)
 	}
+}
+
+// listeners counts the sessions of pool's database that listen for
+// appends.
+func listeners(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN '||$1`, pgstore.Channel).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestTheListenerStartsWithTheFirstWait checks that a store opens its
@@ -154,20 +169,13 @@ func TestTheListenerStartsWithTheFirstWait(t *testing.T) {
 	t.Cleanup(s.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	listeners := func() int {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN '||$1`, pgstore.Channel).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	if _, err := s.Append(ctx, "s", eventstore.NoStream, eventstore.EventData{ID: eventstoretest.NewID(), Type: "T"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ReadAll(ctx, eventstore.Start, 10); err != nil {
 		t.Fatal(err)
 	}
-	if n := listeners(); n != 0 {
+	if n := listeners(t, pool); n != 0 {
 		t.Fatalf("%d listening connections before any wait, want none", n)
 	}
 	head, err := s.Head(ctx)
@@ -177,7 +185,7 @@ func TestTheListenerStartsWithTheFirstWait(t *testing.T) {
 	if err := s.WaitForEvents(ctx, head); err != nil {
 		t.Fatal(err)
 	}
-	clocktest.Eventually(t, "the listener connected", func() bool { return listeners() == 1 })
+	clocktest.Eventually(t, "the listener connected", func() bool { return listeners(t, pool) == 1 })
 }
 
 // TestReadAllHeads checks that ReadAllHeads gives the events ReadAll

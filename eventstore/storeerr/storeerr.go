@@ -1,9 +1,12 @@
 // Package storeerr is the one place that reads PostgreSQL's errors: it
 // tells a database gone away from a database that refused something
 // (Unavailable, the test every component that retries its database work
-// uses to choose between a warning and an error in the log), names the
-// SQLSTATEs the packages act on (Code), and translates a driver error at
-// a package's edge (Wrap), so that no pgx type reaches callers.
+// uses to choose between a warning and an error in the log), and, more
+// narrowly, a connection lost under a statement (ConnectionLost) and a
+// primary demoted to a standby (Demoted); names the SQLSTATEs the packages
+// act on (Code, with the constraint and the message a refusal names:
+// Constraint, Message); and translates a driver error at a package's edge
+// (Wrap), so that no pgx type reaches callers.
 package storeerr
 
 import (
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
@@ -33,6 +37,7 @@ const (
 
 	// Refusals the callers act on.
 	CodeUniqueViolation            = "23505" // unique_violation
+	CodeCheckViolation             = "23514" // check_violation: also a row no partition of a partitioned table accepts
 	CodeDeadlockDetected           = "40P01" // deadlock_detected
 	CodeLockNotAvailable           = "55P03" // lock_not_available: lock_timeout ran out
 	CodeInvalidSQLStatementName    = "26000" // invalid_sql_statement_name: no such prepared statement
@@ -42,12 +47,23 @@ const (
 
 // Code returns the SQLSTATE of the server's error in err's chain, or ""
 // when err holds none (nil, or an error of the client or the network).
-func Code(err error) string {
+func Code(err error) string { return server(err).Code }
+
+// Constraint returns the name of the constraint the server's error in
+// err's chain names (a unique or check violation's), or "".
+func Constraint(err error) string { return server(err).ConstraintName }
+
+// Message returns the primary message of the server's error in err's
+// chain, or "".
+func Message(err error) string { return server(err).Message }
+
+// server returns the server's error in err's chain, or a zero one.
+func server(err error) *pgconn.PgError {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code
+		return pgErr
 	}
-	return ""
+	return &pgconn.PgError{}
 }
 
 // Unavailable reports whether err says the database could not be used for
@@ -86,6 +102,38 @@ func Unavailable(err error) bool {
 		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, puddle.ErrClosedPool)
 }
+
+// ConnectionLost reports whether err says that an established connection
+// was closed under the statement: the server's word that it terminated
+// the session (admin or crash shutdown), or the socket closed or reset.
+// It is narrower than Unavailable, and answers another question: not
+// whether the database could not be used for a while, but whether the
+// connection the pool handed out was dead, so that every other idle
+// connection of the pool is as dead (a restart, a failover, sessions
+// terminated) and a read run once more on a fresh one may answer.
+// Errors of connecting (a dial refused, the server full or starting), of
+// timeouts and of the statement itself (no rows, scanning, encoding, the
+// server refusing it) are not: running the statement again would meet
+// them again.
+func ConnectionLost(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if err == nil || errors.As(err, &connectErr) {
+		return false
+	}
+	if code := Code(err); code != "" {
+		return code == CodeAdminShutdown || code == CodeCrashShutdown
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// Demoted reports whether err is the server refusing a write because it
+// is a standby (read_only_sql_transaction): the primary the connection
+// was made to has been demoted in a failover, and another server takes
+// the writes now, while the connection itself is still open. Unavailable
+// counts it too; a transaction a client declared READ ONLY itself never
+// writes, so on a primary this code is not met.
+func Demoted(err error) bool { return Code(err) == CodeReadOnlySQLTransaction }
 
 // Wrap translates an error of the driver (pgx, pgconn) at the edge of a
 // package that owns SQL, naming the operation: nil for nil; the context's

@@ -139,6 +139,9 @@ func TestUnavailableDriverErrors(t *testing.T) {
 		if err == nil || !storeerr.Unavailable(err) {
 			t.Errorf("%s: %v (%T): want an error that is unavailable", what, err, err)
 		}
+		if strings.HasPrefix(what, "a dial") && storeerr.ConnectionLost(err) {
+			t.Errorf("%s: %v (%T): a connection lost, want one never made", what, err, err)
+		}
 	}
 }
 
@@ -156,6 +159,59 @@ func TestCode(t *testing.T) {
 	} {
 		if got := storeerr.Code(c.err); got != c.want {
 			t.Errorf("Code(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// Constraint and Message are those of the server's error in the chain,
+// or "".
+func TestConstraintAndMessage(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("append: %w", &pgconn.PgError{Code: storeerr.CodeUniqueViolation, ConstraintName: "event_id_key", Message: "duplicate key value"})
+	if got := storeerr.Constraint(err); got != "event_id_key" {
+		t.Errorf("Constraint = %q", got)
+	}
+	if got := storeerr.Message(err); got != "duplicate key value" {
+		t.Errorf("Message = %q", got)
+	}
+	for _, err := range []error{nil, errors.New("no server here")} {
+		if c, m := storeerr.Constraint(err), storeerr.Message(err); c != "" || m != "" {
+			t.Errorf("Constraint, Message(%v) = %q, %q; want none", err, c, m)
+		}
+	}
+}
+
+// ConnectionLost holds for a connection closed under the statement, by
+// the server or on the socket, and for nothing else Unavailable counts: a
+// server full or starting, a timeout, a standby's refusal (and a dial:
+// TestUnavailableDriverErrors). Demoted holds for the standby's refusal
+// alone.
+func TestConnectionLostAndDemoted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err           error
+		lost, demoted bool
+	}{
+		{&pgconn.PgError{Code: "57P01"}, true, false},                       // admin_shutdown
+		{fmt.Errorf("tx: %w", &pgconn.PgError{Code: "57P02"}), true, false}, // crash_shutdown
+		{fmt.Errorf("read: %w", io.EOF), true, false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false},
+		{fmt.Errorf("read: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true, false},
+		{fmt.Errorf("write: %w", &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}), true, false},
+		{&pgconn.PgError{Code: "25006"}, false, true},  // read_only_sql_transaction
+		{&pgconn.PgError{Code: "57P03"}, false, false}, // cannot_connect_now
+		{&pgconn.PgError{Code: "53300"}, false, false}, // too_many_connections
+		{&pgconn.PgError{Code: "08006"}, false, false}, // connection_failure
+		{&pgconn.PgError{Code: "23505"}, false, false},
+		{fmt.Errorf("ping: %w", context.DeadlineExceeded), false, false},
+		{pgx.ErrNoRows, false, false},
+		{nil, false, false},
+	} {
+		if got := storeerr.ConnectionLost(c.err); got != c.lost {
+			t.Errorf("ConnectionLost(%v) = %v, want %v", c.err, got, c.lost)
+		}
+		if got := storeerr.Demoted(c.err); got != c.demoted {
+			t.Errorf("Demoted(%v) = %v, want %v", c.err, got, c.demoted)
 		}
 	}
 }

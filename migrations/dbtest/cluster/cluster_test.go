@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 )
 
 // A private server survives a restart and a SIGKILL with what was
@@ -81,12 +84,13 @@ func TestReplica(t *testing.T) {
 	if _, err := primary.Exec(ctx, `INSERT INTO kept VALUES (2)`); err != nil {
 		t.Fatal(err)
 	}
-	for n := 0; n != 2; {
+	clocktest.EventuallyShows(t, "the replica to hold the second row", func() (bool, string) {
+		var n int
 		if err := replica.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 2, fmt.Sprintf("%d rows", n)
+	})
 	if _, err := replica.Exec(ctx, `INSERT INTO kept VALUES (3)`); err == nil {
 		t.Fatal("the replica took a write")
 	}
