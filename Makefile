@@ -61,7 +61,7 @@ bench: ## Run the benchmarks: event store (append/insert ratio), projection catc
 	set -o pipefail; REVIEWLEDGER_BENCH_RATIO=1 $(GO) test -run '^TestAppendInsertRatio$$' -count=1 -v ./eventstore/pgstore/ | grep -E 'paired|alternating|target|^(--- )?FAIL'
 	$(GO) run ./projections/internal/catchupbench -events 1000000 -store pgstore
 	$(GO) test -run '^$$' -bench ReviewThroughput -benchtime 2000x -count 1 ./api/engine/
-	$(GO) test -run '^$$' -bench 'DecodeEvent|DecodeSubmit' -benchtime 1s ./domain/ ./api/httpapi/
+	$(GO) test -run '^$$' -bench 'DecodeEvent|DecodeStored|DecodeSubmit' -benchtime 1s ./domain/ ./api/httpapi/
 	$(GO) run ./api/internal/loadgen
 
 .PHONY: bench-e2e
