@@ -18,17 +18,20 @@ DEV_TOKENS := submitter:dev-submitter:dev-submitter-token-0001,moderator:dev-mod
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-8s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# .ci/services starts PostgreSQL and NATS when none answers (a private
+# cluster and nats-server in .data/ on a bare machine) and prints the
+# export lines for the PostgreSQL it chose: TEST_DATABASE_URL, and
+# DATABASE_URL (its reviewledger database, created there) unless set. A
+# value set in the environment is kept.
+SERVICES := svc="$$(.ci/services)" && eval "$$svc"
+
 .PHONY: services
-services: ## Start PostgreSQL and NATS when they are not running (.ci/services); never reconfigures them.
-	@.ci/services >/dev/null
+services: ## Start PostgreSQL and NATS when none answers (.ci/services) and print the export lines pointing at them; never reconfigures a server.
+	@.ci/services
 
 .PHONY: run
-run: services ## Run the service locally (serve), with development tokens unless REVIEWLEDGER_TOKENS is set.
-	@.ci/devinfo "$(DEV_TOKENS)"
-	@if [ -z "$$DATABASE_URL" ]; then \
-		psql -h localhost -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'reviewledger'" 2>/dev/null | grep -q 1 || \
-		createdb -h localhost -U postgres reviewledger 2>/dev/null || true; \
-	fi
+run: ## Run the service locally (serve), with development tokens unless REVIEWLEDGER_TOKENS is set.
+	@$(SERVICES) && .ci/devinfo "$(DEV_TOKENS)" && \
 	REVIEWLEDGER_TOKENS="$${REVIEWLEDGER_TOKENS:-$(DEV_TOKENS)}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/reviewledger serve
 
 .PHONY: stop-services
@@ -52,8 +55,8 @@ build: ## Build the binary into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reviewledger
 
 .PHONY: test
-test: services ## Run every test with the race detector, against the local PostgreSQL (and NATS); the last line names every skipped test and why.
-	$(GO) run ./cmd/testreport -race -count=1 -timeout 15m $(PKGS)
+test: ## Run every test with the race detector, against the PostgreSQL (and NATS) .ci/services chose; the last line names every skipped test and why.
+	@$(SERVICES) && $(GO) run ./cmd/testreport -race -count=1 -timeout 15m $(PKGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks: event store (append/insert ratio), projection catch-up, engine throughput (and beside a hanging shadow, side by side), decoding; BELOW TARGET marks a figure under its target.
