@@ -45,8 +45,13 @@ func openLedger(ctx context.Context, cfg *Config, sc StoreConfig, log *slog.Logg
 
 // openMigrated opens DATABASE_URL and checks, changing nothing, that it has
 // every migration of this program.
+//
+// The session that answers the ping is asked whether DATABASE_URL reaches
+// a connection pooler (mainPoolConfig's rules), so that a command opens
+// one server session, not a probe's and then the pool's (each a backend
+// started: most of a short command's time, as audit verify --review).
 func openMigrated(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
-	pc, err := cfg.mainPoolConfig(ctx, slog.Default())
+	pc, err := cfg.parseMain(slog.Default())
 	if err != nil {
 		return nil, err
 	}
@@ -58,12 +63,43 @@ func openMigrated(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
 		pool.Close()
 		return nil, err
 	}
+	if pool, err = reopenForPooler(ctx, cfg, pc, pool); err != nil {
+		return nil, err
+	}
 	if err := migrations.Check(ctx, pool); err != nil {
 		pool.Close()
 		if errors.Is(err, migrations.ErrNotMigrated) {
 			return nil, fmt.Errorf(`%w: run "reviewledger migrate"`, err)
 		}
 		return nil, err
+	}
+	return pool, nil
+}
+
+// reopenForPooler asks one of pool's sessions whether DATABASE_URL reaches
+// a connection pooler and, when it does, opens the pool again set up for
+// one (Config.forPooler), closing the first.
+func reopenForPooler(ctx context.Context, cfg *Config, pc *pgxpool.Config, pool *pgxpool.Pool) (*pgxpool.Pool, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pooled, err := pooledConn(ctx, conn.Conn())
+	conn.Release()
+	if err != nil || !pooled {
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		return pool, nil
+	}
+	pool.Close()
+	if err := cfg.forPooler(pc); err != nil {
+		return nil, err
+	}
+	if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	return pool, nil
 }

@@ -119,15 +119,31 @@ func (c *Config) sessionPooled() error {
 // that names cache_statement there is refused. Missing prepared
 // statements are reported naming the setting.
 func (c *Config) mainPoolConfig(ctx context.Context, log *slog.Logger) (*pgxpool.Config, error) {
+	pc, err := c.parseMain(log)
+	if err != nil {
+		return nil, err
+	}
+	pooled, err := pooler(ctx, pc.ConnConfig)
+	if err != nil || !pooled {
+		return pc, nil // the pool's own connection errors say what is wrong
+	}
+	return pc, c.forPooler(pc)
+}
+
+// parseMain is DATABASE_URL's pool configuration as it names it, with the
+// tracer that reports missing prepared statements.
+func (c *Config) parseMain(log *slog.Logger) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pc.ConnConfig.Tracer = &pooledStatements{log: log}
-	pooled, err := pooler(ctx, pc.ConnConfig)
-	if err != nil || !pooled {
-		return pc, nil // the pool's own connection errors say what is wrong
-	}
+	return pc, nil
+}
+
+// forPooler sets pc, DATABASE_URL's configuration, up for a transaction
+// pooler, or refuses it.
+func (c *Config) forPooler(pc *pgxpool.Config) error {
 	switch {
 	case !strings.Contains(c.DatabaseURL, "default_query_exec_mode"):
 		// A transaction pooler hands each statement outside a transaction
@@ -135,9 +151,9 @@ func (c *Config) mainPoolConfig(ctx context.Context, log *slog.Logger) (*pgxpool
 		// Descriptions cached per connection need none, in one round trip.
 		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	case pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement:
-		return nil, errors.New("DATABASE_URL: reaches a connection pooler, which keeps no prepared statement: drop default_query_exec_mode=cache_statement (cache_describe is then the default)")
+		return errors.New("DATABASE_URL: reaches a connection pooler, which keeps no prepared statement: drop default_query_exec_mode=cache_statement (cache_describe is then the default)")
 	}
-	return pc, nil
+	return nil
 }
 
 // pooler reports whether cc reaches a connection pooler rather than a
@@ -152,8 +168,15 @@ func pooler(ctx context.Context, cc *pgx.ConnConfig) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return pooledConn(ctx, conn)
+}
+
+// pooledConn reports whether conn is a pooler's rather than a server
+// session of its own (pooler), asking in the simple protocol, which
+// prepares nothing.
+func pooledConn(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var pid uint32
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
 		return false, err
 	}
 	return pid != conn.PgConn().PID(), nil
