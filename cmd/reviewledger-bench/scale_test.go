@@ -76,6 +76,7 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 		`projections rebuild at N \(all read models\) +\d+ events .* >= 100000/s +` + verdict,
 		`audit verify at N +\d+ reviews in .* >= 50000/s +` + verdict,
 		`audit verify --review ID \(the whole command\) +p99 [\d.]+ms over 3 reviews +< 50.0ms +` + verdict,
+		`  of which the process \(reviewledger version\) +p99 [\d.]+ms, median [\d.]+ms$`,
 	} {
 		if !regexp.MustCompile(`(?m)^` + figure).MatchString(text) {
 			t.Errorf("no line matching %q", figure)
