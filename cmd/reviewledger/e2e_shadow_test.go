@@ -129,9 +129,14 @@ func recountShadows(t *testing.T, dbURL, provider string) shadowRecount {
 	rows, err := pool.Query(ctx, `WITH shadow AS (
 			SELECT substr(stream, length('shadows-') + 1) AS review_id, convert_from(data, 'UTF8')::jsonb AS d
 			FROM event WHERE type = 'ShadowObserved' AND stream LIKE 'shadows-%'),
+		finding AS (
+			SELECT stream, revision, convert_from(data, 'UTF8')::jsonb AS b
+			FROM event WHERE type = 'FindingReceived' AND stream LIKE 'review-%'),
 		first AS (
-			SELECT DISTINCT ON (stream) substr(stream, length('review-') + 1) AS review_id, convert_from(data, 'UTF8')::jsonb ->> 'state' AS state
-			FROM event WHERE type = 'FindingReceived' AND stream LIKE 'review-%' ORDER BY stream, revision)
+			-- a body stored compact (schema 3) is an array: the state is its second element
+			SELECT DISTINCT ON (stream) substr(stream, length('review-') + 1) AS review_id,
+				CASE jsonb_typeof(b) WHEN 'array' THEN b ->> 1 ELSE b ->> 'state' END AS state
+			FROM finding ORDER BY stream, revision)
 		SELECT s.d ->> 'state', f.state, count(*) FROM shadow s JOIN first f USING (review_id)
 		WHERE s.d ->> 'provider' = $1 AND s.d ->> 'outcome' = 'finding'
 		GROUP BY 1, 2 ORDER BY 1, 2`, provider)
