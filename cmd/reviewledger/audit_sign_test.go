@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
-	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -76,13 +73,7 @@ func TestServeSignsCheckpoints(t *testing.T) {
 	if code, out, stderr := runCLI(t, ctx, "audit", "keygen", "--out", key); code != 0 {
 		t.Fatalf("keygen: %d %s %s", code, out, stderr)
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Config{})
-	defer store.Close()
+	pool, store := openStore(t, dbURL)
 	l := ledger.New(store)
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for _, id := range []string{"r1", "r2"} {

@@ -24,13 +24,7 @@ func TestLedgerPartitionsCommands(t *testing.T) {
 	ctx := context.Background()
 	dbURL := dbtest.URL(t)
 	setEnv(t, map[string]string{"DATABASE_URL": dbURL})
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Config{})
-	defer store.Close()
+	pool, store := openStore(t, dbURL)
 	event := func(typ string) eventstore.EventData {
 		return eventstore.EventData{ID: eventstoretest.NewID(), Type: typ, Data: []byte(`{}`), Metadata: []byte(`{}`)}
 	}
@@ -106,4 +100,17 @@ func TestLedgerPartitionsCommands(t *testing.T) {
 			t.Fatalf("review-done at %v after the detach: %v, want the stream at revision 1", expected, err)
 		}
 	}
+}
+
+// openStore opens a pool on dbURL and the pgstore on it, both closed when
+// the test ends.
+func openStore(t *testing.T, dbURL string) (*pgxpool.Pool, *pgstore.Store) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(func() { store.Close(); pool.Close() })
+	return pool, store
 }

@@ -198,13 +198,7 @@ func TestCommandErrorsAreOneLine(t *testing.T) {
 	unreachable := "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
 
 	// A damaged ledger for audit verify.
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := pgstore.New(pool, pgstore.Config{})
-	defer store.Close()
+	pool, store := openStore(t, dbURL)
 	writeReview(t, ledger.New(store), "r1", time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	if _, err := pool.Exec(ctx, `UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), 'transport_error', 'rate_limited'), 'UTF8')
 		WHERE stream = 'review-r1' AND revision = 4`); err != nil {
