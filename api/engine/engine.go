@@ -30,6 +30,7 @@ import (
 	"github.com/reviewledger/reviewledger/api/engine/provider"
 	"github.com/reviewledger/reviewledger/api/engine/work"
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/eventstore/clock"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
 )
 
@@ -77,7 +78,7 @@ type Config struct {
 	Hints   Hints
 	Logger  *slog.Logger          // default slog.Default()
 	Metrics prometheus.Registerer // nil: metrics are kept but not registered
-	Clock   Clock                 // default SystemClock
+	Clock   clock.Clock           // default clock.System
 	// Tracer makes the review's spans (trace.go); default the global
 	// otel.GetTracerProvider(), which records nothing unless set.
 	Tracer trace.TracerProvider
@@ -131,7 +132,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Owner == "" {
 		host, _ := os.Hostname()
@@ -199,7 +200,7 @@ type Engine struct {
 	commands ledger.Commands
 	store    work.Store
 	log      *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	metrics  *metrics
 	// upstreams are the providers by name, the default one included.
 	upstreams map[string]*upstream
