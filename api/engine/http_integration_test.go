@@ -33,6 +33,17 @@ func status(code int, body string, header ...string) reply {
 
 func hangAnswer(w http.ResponseWriter, r *http.Request, _ *Engine) { <-r.Context().Done() }
 
+// httpPolicy gives each attempt 2 s: time enough that a loaded machine's
+// writes never take an attempt's whole timeout, so that every attempt
+// that times out here timed out waiting for the provider.
+func httpPolicy() domain.Policy {
+	return domain.Policy{Classes: map[string]domain.ClassPolicy{"http": {
+		Budget: 20 * time.Second, AttemptTimeout: 2 * time.Second, MaxAttempts: 3,
+		Backoff:      domain.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: 10 * time.Millisecond},
+		OnExhaustion: domain.ExhaustToManualReview, Priority: 1,
+	}}}
+}
+
 // The real http provider against a provider server, on real PostgreSQL and
 // the wall clock, the engine running, for each answer of the provider
 // protocol. Assertions are on the
@@ -41,13 +52,25 @@ func TestHTTPProviderIntegration(t *testing.T) {
 	t.Parallel()
 	signer, _ := provider.NewSigner(testSecret)
 	var callbacks sync.WaitGroup
-	callback := func(delay time.Duration, state string, wantErr error) reply {
+	var mu sync.Mutex
+	decided := map[string]chan struct{}{} // closed once its subtest has seen the review decided
+	// callback answers 202, then sends the finding by callback: at once
+	// (on time), or once the review has been decided by a later attempt
+	// (late), an order fixed by events, not by durations.
+	callback := func(late bool, state string, wantErr error) reply {
 		return func(w http.ResponseWriter, r *http.Request, svc *Engine) {
 			id, attempt := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Review-Attempt")
+			mu.Lock()
+			after := decided[id]
+			mu.Unlock()
+			w.WriteHeader(http.StatusAccepted)
+			w.(http.Flusher).Flush()
 			callbacks.Add(1)
 			go func() {
 				defer callbacks.Done()
-				time.Sleep(delay) // the provider's own pace, outside the runner
+				if late {
+					<-after
+				}
 				body := []byte(`{"review_id":"` + id + `","attempt":` + attempt + `,"state":"` + state + `","reasons":["async"]}`)
 				hdr := http.Header{}
 				signer.SignHeader(hdr, "cb-"+id+"-"+attempt, time.Now(), body)
@@ -55,7 +78,6 @@ func TestHTTPProviderIntegration(t *testing.T) {
 					t.Errorf("callback for %s attempt %s = %v, want %v", id, attempt, err, wantErr)
 				}
 			}()
-			w.WriteHeader(http.StatusAccepted)
 		}
 	}
 	okFor := func(w http.ResponseWriter, r *http.Request, svc *Engine) {
@@ -73,9 +95,9 @@ func TestHTTPProviderIntegration(t *testing.T) {
 			[]string{"Submitted", "AttemptStarted", "AttemptTimedOut:invalid_finding", "AttemptStarted", "AttemptTimedOut:invalid_finding", "AttemptStarted", "AttemptTimedOut:invalid_finding", "Escalated:attempts_exhausted"}},
 		{"200 mismatched id", []reply{status(200, `{"review_id":"someone-else","state":"accepted"}`), okFor}, domain.StateAccepted,
 			[]string{"Submitted", "AttemptStarted", "AttemptTimedOut:invalid_finding", "AttemptStarted", "FindingReceived:accepted:response"}},
-		{"202 and a callback on time", []reply{callback(50*time.Millisecond, "rejected", nil)}, domain.StateRejected,
+		{"202 and a callback on time", []reply{callback(false, "rejected", nil)}, domain.StateRejected,
 			[]string{"Submitted", "AttemptStarted", "FindingReceived:rejected:callback"}},
-		{"202 and a late callback", []reply{callback(600*time.Millisecond, "accepted", ErrConflictingCompletion), okFor}, domain.StateAccepted,
+		{"202 and a late callback", []reply{callback(true, "accepted", ErrConflictingCompletion), okFor}, domain.StateAccepted,
 			[]string{"Submitted", "AttemptStarted", "AttemptTimedOut:deadline_exceeded", "AttemptStarted", "FindingReceived:accepted:response"}},
 		{"429 with Retry-After", []reply{status(429, "", "Retry-After", "1"), okFor}, domain.StateAccepted,
 			[]string{"Submitted", "AttemptStarted", "AttemptTimedOut:rate_limited", "AttemptStarted", "FindingReceived:accepted:response"}},
@@ -89,7 +111,6 @@ func TestHTTPProviderIntegration(t *testing.T) {
 			[]string{"Submitted", "AttemptStarted", "AttemptTimedOut:deadline_exceeded", "AttemptStarted", "AttemptTimedOut:deadline_exceeded", "AttemptStarted", "AttemptTimedOut:deadline_exceeded", "Escalated:attempts_exhausted"}},
 	}
 	var svc *Engine
-	var mu sync.Mutex
 	keys := map[string][]string{} // review -> Idempotency-Key per attempt
 	script := map[string][]reply{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +137,7 @@ func TestHTTPProviderIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, led, closeSvc, err := pgEngine(context.Background(), dbtest.URL(t), httpProvider, func(c *Config) {
-		c.Policy, c.Signer, c.RetryBudget, c.PollInterval = fastPolicy(), signer, 1, 20*time.Millisecond
+		c.Policy, c.Signer, c.RetryBudget, c.PollInterval = httpPolicy(), signer, 1, 20*time.Millisecond
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,13 +146,14 @@ func TestHTTPProviderIntegration(t *testing.T) {
 	running(t, svc)
 	for i, c := range cases {
 		id := "http-" + strconv.Itoa(i)
-		script[id] = c.answers
+		script[id], decided[id] = c.answers, make(chan struct{})
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if _, _, err := svc.Submit(context.Background(), SubmitRequest{ReviewID: id, ContentClass: "fast", ContentType: "text/plain", Content: []byte("x")}); err != nil {
+			if _, _, err := svc.Submit(context.Background(), SubmitRequest{ReviewID: id, ContentClass: "http", ContentType: "text/plain", Content: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 			rv := settled(t, led, id)
+			close(decided[id])
 			callbacks.Wait()
 			if rv.State() != c.state {
 				t.Errorf("state = %s, want %s", rv.State(), c.state)
