@@ -70,12 +70,27 @@ func (e *Engine) call(j *job) {
 	j.cancelCall = nil
 	e.mu.Unlock()
 	j.answer = answerOf(attempt, res, context.Cause(ctx), e.clock.Now())
+	if lostToStore(res, context.Cause(ctx), left, timeout) {
+		j.answer.Failure = domain.AttemptFailure{Classification: domain.ClassStoreUnavailable,
+			Detail: "not sent: its start was recorded late, and the rest of its timeout passed before its request was sent"}
+	}
 	if j.breakerDone != nil {
 		j.breakerDone(breakerOutcome(j.answer))
 		j.breakerDone = nil
 	}
 	e.metrics.providerCalls.WithLabelValues(u.label, j.answer.outcome()).Inc()
 	endAttempt(span, j.answer)
+}
+
+// lostToStore reports whether an attempt's timeout passed before its
+// request was sent, the store having taken most of that timeout (its start
+// learned late, with less than half the timeout left for the call). Such
+// an attempt was lost to the store, not to the provider, which never saw
+// it: it is closed as store_unavailable, like one with nothing left. A
+// request not sent in most of its timeout is the provider's (or the
+// network's) and stays deadline_exceeded.
+func lostToStore(res provider.Result, cause error, left, timeout time.Duration) bool {
+	return res.Unsent && res.Outcome == provider.OutcomeFailure && errors.Is(cause, errAttemptTimeout) && left < timeout/2
 }
 
 // unconfigured is a provider an attempt was recorded for that this

@@ -452,3 +452,50 @@ func TestAnAttemptWithNoTimeLeftIsNotCalled(t *testing.T) {
 		}
 	})
 }
+
+// neverSent cuts off every first attempt before its request is sent, as a
+// connection not made in the time left would (provider.Result.Unsent),
+// and answers every later one.
+type neverSent struct{ attempts }
+
+func (p *neverSent) Call(ctx context.Context, req provider.Request) provider.Result {
+	if req.Attempt > 1 {
+		return p.attempts.Call(ctx, req)
+	}
+	<-ctx.Done()
+	r := provider.Failure(domain.ClassDeadlineExceeded, "request cancelled before it was sent")
+	r.Unsent = true
+	return r
+}
+
+// An attempt whose start was learned late, with less than half its
+// timeout left, and whose request could not be sent in the rest, was lost
+// to the store: it is closed as store_unavailable, as one with nothing
+// left is. With its whole timeout for the call, a request not sent is the
+// provider's timeout (deadline_exceeded).
+func TestAnAttemptCutOffBeforeItWasSentAfterALateStart(t *testing.T) {
+	for _, c := range []struct {
+		late time.Duration // how long its start's write took, of a 100 ms timeout
+		want string
+	}{
+		{60 * time.Millisecond, "AttemptTimedOut:store_unavailable"},
+		{0, "AttemptTimedOut:deadline_exceeded"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			// On synctest's clock: the write takes exactly c.late.
+			synctest.Test(t, func(t *testing.T) {
+				events := memstore.New()
+				store := &unsureCommits{Store: memwork.New(events), failOn: domain.TypeSubmitted, store: true, meanwhile: func() { time.Sleep(c.late) }}
+				e, led := unsureEngineTimed(t, events, store, &neverSent{}, 100*time.Millisecond)
+				if _, _, err := e.Submit(context.Background(), SubmitRequest{ReviewID: "unsent-1", ContentClass: "c", Content: []byte("x")}); err != nil {
+					t.Fatal(err)
+				}
+				waitAccepted(t, led, "unsent-1", 5*time.Second)
+				got := eventTypes(t, led, "unsent-1")
+				if want := []string{"Submitted", "AttemptStarted", c.want, "AttemptStarted", "FindingReceived:accepted:response"}; !slices.Equal(got, want) {
+					t.Fatalf("events %v, want %v", got, want)
+				}
+			})
+		})
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -118,7 +120,13 @@ func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	if err != nil {
 		return Failure(domain.ClassTransportError, "encode request")
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	// Whether the request was sent: a call cut off before then never
+	// reached the provider (Result.Unsent).
+	var sent atomic.Bool
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		sent.Store(w.Err == nil)
+	}})
+	hr, err := http.NewRequestWithContext(traced, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return Failure(domain.ClassTransportError, "build request")
 	}
@@ -136,6 +144,11 @@ func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	resp, err := p.client.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
+			if !sent.Load() {
+				r := Failure(domain.ClassDeadlineExceeded, "request cancelled before it was sent")
+				r.Unsent = true
+				return r
+			}
 			return Failure(domain.ClassDeadlineExceeded, "request cancelled")
 		}
 		return Failure(domain.ClassTransportError, "connection error")

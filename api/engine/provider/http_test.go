@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -197,6 +198,52 @@ func TestHTTPCancelledAtTimeout(t *testing.T) {
 	res := <-done
 	if res.Outcome != OutcomeFailure || res.Classification != domain.ClassDeadlineExceeded {
 		t.Fatalf("result = %+v, want deadline_exceeded", res)
+	}
+}
+
+// A call cut off before its request was sent says so (Unsent): the
+// provider cannot have seen it. One cut off after, waiting for the answer,
+// does not.
+func TestHTTPCancelledBeforeItWasSent(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{}) // ends the dial and the handler below, whose contexts outlive the calls
+	dialling := make(chan struct{}, 1)
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dialling <- struct{}{}
+		select { // a connection that is never made
+		case <-ctx.Done():
+		case <-release:
+		}
+		return nil, errors.New("no connection")
+	}
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	unsent, _ := NewHTTP(HTTPConfig{URL: "http://provider.invalid", Client: &http.Client{Transport: transport}})
+	sent, _ := NewHTTP(HTTPConfig{URL: srv.URL})
+	for _, c := range []struct {
+		name    string
+		p       *HTTP
+		started chan struct{}
+		unsent  bool
+	}{{"cut off while connecting", unsent, dialling, true}, {"cut off waiting for the answer", sent, arrived, false}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan Result)
+		go func() { done <- c.p.Call(ctx, Request{ReviewID: "r", Attempt: 1}) }()
+		<-c.started
+		cancel()
+		if res := <-done; res.Classification != domain.ClassDeadlineExceeded || res.Unsent != c.unsent {
+			t.Errorf("%s: result = %+v, want deadline_exceeded, unsent %v", c.name, res, c.unsent)
+		}
 	}
 }
 

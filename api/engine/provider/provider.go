@@ -72,6 +72,10 @@ type Result struct {
 	Detail string
 	// RetryAfter is the provider's Retry-After, zero when it gave none.
 	RetryAfter time.Duration
+	// Unsent is set when the call ended before its request was sent: the
+	// provider cannot have seen it. Only a provider that knows sets it
+	// (the HTTP provider); false says nothing.
+	Unsent bool
 }
 
 // Retryable reports whether another attempt may follow this result.
