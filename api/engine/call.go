@@ -70,7 +70,7 @@ func (e *Engine) call(j *job) {
 	j.cancelCall = nil
 	e.mu.Unlock()
 	j.answer = answerOf(attempt, res, context.Cause(ctx), e.clock.Now())
-	if lostToStore(res, context.Cause(ctx), left, timeout) {
+	if lostToStore(res, context.Cause(ctx), left, timeout, u.cfg.Timeout) {
 		j.answer.Failure = domain.AttemptFailure{Classification: domain.ClassStoreUnavailable,
 			Detail: "not sent: its start was recorded late, and the rest of its timeout passed before its request was sent"}
 	}
@@ -82,15 +82,20 @@ func (e *Engine) call(j *job) {
 	endAttempt(span, j.answer)
 }
 
-// lostToStore reports whether an attempt's timeout passed before its
-// request was sent, the store having taken most of that timeout (its start
-// learned late, with less than half the timeout left for the call). Such
+// lostToStore reports whether an attempt's call was cut off by its
+// timeout before its request was sent, having had less than half the time
+// it would have had but for the store (its start learned late: left of
+// the attempt's timeout, under the upstream's cap when it has one). Such
 // an attempt was lost to the store, not to the provider, which never saw
 // it: it is closed as store_unavailable, like one with nothing left. A
-// request not sent in most of its timeout is the provider's (or the
+// request not sent in most of its time is the provider's (or the
 // network's) and stays deadline_exceeded.
-func lostToStore(res provider.Result, cause error, left, timeout time.Duration) bool {
-	return res.Unsent && res.Outcome == provider.OutcomeFailure && errors.Is(cause, errAttemptTimeout) && left < timeout/2
+func lostToStore(res provider.Result, cause error, left, timeout, upstreamCap time.Duration) bool {
+	full := timeout
+	if upstreamCap > 0 {
+		full = min(full, upstreamCap)
+	}
+	return res.Unsent && res.Outcome == provider.OutcomeFailure && errors.Is(cause, errAttemptTimeout) && min(left, full) < full/2
 }
 
 // unconfigured is a provider an attempt was recorded for that this

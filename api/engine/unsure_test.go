@@ -499,3 +499,30 @@ func TestAnAttemptCutOffBeforeItWasSentAfterALateStart(t *testing.T) {
 		})
 	}
 }
+
+// The time a call would have had but for the store is the upstream's cap
+// when it has one: a call cut off unsent at its cap was the provider's to
+// make, however late its start was learned.
+func TestLostToStoreCountsTheUpstreamsCap(t *testing.T) {
+	unsent := provider.Failure(domain.ClassDeadlineExceeded, "request cancelled before it was sent")
+	unsent.Unsent = true
+	sent := provider.Failure(domain.ClassDeadlineExceeded, "request cancelled")
+	for _, c := range []struct {
+		res                        provider.Result
+		left, timeout, upstreamCap time.Duration
+		want                       bool
+	}{
+		{unsent, 4 * time.Second, 10 * time.Second, 0, true},                  // the store took 6 of 10 s
+		{unsent, 6 * time.Second, 10 * time.Second, 0, false},                 // the call had most of its time
+		{unsent, 4 * time.Second, 10 * time.Second, time.Second, false},       // capped at 1 s either way
+		{unsent, 400 * time.Millisecond, 10 * time.Second, time.Second, true}, // 0.4 of its 1 s
+		{sent, time.Millisecond, 10 * time.Second, 0, false},                  // the provider may have seen it
+	} {
+		if got := lostToStore(c.res, errAttemptTimeout, c.left, c.timeout, c.upstreamCap); got != c.want {
+			t.Errorf("lostToStore(unsent %v, left %s of %s, cap %s) = %v, want %v", c.res.Unsent, c.left, c.timeout, c.upstreamCap, got, c.want)
+		}
+	}
+	if lostToStore(unsent, errLeaseLost, time.Millisecond, 10*time.Second, 0) {
+		t.Error("a call cut off by its lease is not the store's timeout")
+	}
+}
