@@ -193,6 +193,14 @@ func TestBrowserQueueTeamwork(t *testing.T) {
 		}
 		p.Click("#decision-claim")
 		p.WaitText("#rv-claim", "Claimed by you")
+		// The claim's action is over when its refusal is taken away and
+		// the note has the focus (which may scroll the panel): only then
+		// is the page still under the next click. The live queue can show
+		// the claim before that.
+		p.WaitHidden("#decision-error")
+		if got := p.Focused(); got != "decision-note" {
+			t.Errorf("focus on %q after claiming, want the note", got)
+		}
 		p.WaitText("#decision-claim-note", "you hold it")
 		if v := uitest.Evaluate[string](p, `document.getElementById('decision-note').value`); v != "Fine to publish." {
 			t.Errorf("note %q after claiming, want it kept", v)

@@ -182,6 +182,14 @@ func TestE2EQueueBrowser(t *testing.T) {
 		}
 		p.Click("#decision-claim")
 		p.WaitText("#rv-claim", "Claimed by you")
+		// The claim's action is over when its refusal is taken away and
+		// the note has the focus (which may scroll the panel): only then
+		// is the page still under the next click. The live queue can show
+		// the claim before that.
+		p.WaitHidden("#decision-error")
+		if got := p.Focused(); got != "decision-note" {
+			t.Errorf("focus on %q after claiming, want the note", got)
+		}
 		// The other moderator's page shows the claim without a reload.
 		m.WaitText(uitest.Row(claimed)+" td.claim-cell", "Claimed by uma until")
 		p.Click("#decide-accept")
