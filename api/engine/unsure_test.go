@@ -479,9 +479,10 @@ func TestAnAttemptCutOffBeforeItWasSentAfterALateStart(t *testing.T) {
 		want string
 	}{
 		{60 * time.Millisecond, "AttemptTimedOut:store_unavailable"},
+		{40 * time.Millisecond, "AttemptTimedOut:deadline_exceeded"}, // 60 of its 100 ms for the call
 		{0, "AttemptTimedOut:deadline_exceeded"},
 	} {
-		t.Run(c.want, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s late: %s", c.late, c.want), func(t *testing.T) {
 			// On synctest's clock: the write takes exactly c.late.
 			synctest.Test(t, func(t *testing.T) {
 				events := memstore.New()
@@ -514,6 +515,7 @@ func TestLostToStoreCountsTheUpstreamsCap(t *testing.T) {
 	}{
 		{unsent, 4 * time.Second, 10 * time.Second, 0, true},                  // the store took 6 of 10 s
 		{unsent, 6 * time.Second, 10 * time.Second, 0, false},                 // the call had most of its time
+		{unsent, 5 * time.Second, 10 * time.Second, 0, false},                 // exactly half: the call's
 		{unsent, 4 * time.Second, 10 * time.Second, time.Second, false},       // capped at 1 s either way
 		{unsent, 400 * time.Millisecond, 10 * time.Second, time.Second, true}, // 0.4 of its 1 s
 		{sent, time.Millisecond, 10 * time.Second, 0, false},                  // the provider may have seen it
@@ -522,7 +524,9 @@ func TestLostToStoreCountsTheUpstreamsCap(t *testing.T) {
 			t.Errorf("lostToStore(unsent %v, left %s of %s, cap %s) = %v, want %v", c.res.Unsent, c.left, c.timeout, c.upstreamCap, got, c.want)
 		}
 	}
-	if lostToStore(unsent, errLeaseLost, time.Millisecond, 10*time.Second, 0) {
-		t.Error("a call cut off by its lease is not the store's timeout")
+	for _, cause := range []error{errLeaseLost, ErrShutdown} {
+		if lostToStore(unsent, cause, time.Millisecond, 10*time.Second, 0) {
+			t.Errorf("a call cut off by %v is not cut off by its timeout", cause)
+		}
 	}
 }

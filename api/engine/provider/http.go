@@ -120,12 +120,12 @@ func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	if err != nil {
 		return Failure(domain.ClassTransportError, "encode request")
 	}
-	// Whether the request was sent: a call cut off before then never
-	// reached the provider (Result.Unsent).
-	var sent atomic.Bool
-	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
-		sent.Store(w.Err == nil)
-	}})
+	// Whether any of the request may have reached the provider: from the
+	// moment its headers are written they may be on the wire, whatever
+	// becomes of the body (HTTP/2 sends them ahead of it); a call cut off
+	// before then never reached it (Result.Unsent).
+	var started atomic.Bool
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { started.Store(true) }})
 	hr, err := http.NewRequestWithContext(traced, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return Failure(domain.ClassTransportError, "build request")
@@ -144,7 +144,7 @@ func (p *HTTP) Call(ctx context.Context, req Request) Result {
 	resp, err := p.client.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
-			if !sent.Load() {
+			if !started.Load() {
 				r := Failure(domain.ClassDeadlineExceeded, "request cancelled before it was sent")
 				r.Unsent = true
 				return r

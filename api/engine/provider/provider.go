@@ -72,9 +72,11 @@ type Result struct {
 	Detail string
 	// RetryAfter is the provider's Retry-After, zero when it gave none.
 	RetryAfter time.Duration
-	// Unsent is set when the call ended before its request was sent: the
-	// provider cannot have seen it. Only a provider that knows sets it
-	// (the HTTP provider); false says nothing.
+	// Unsent is set when the call ended before any of its request was
+	// written (its headers): the provider cannot have seen it. Only a
+	// provider that knows sets it (the HTTP provider, through net/http's
+	// client trace, which a custom HTTPConfig.Client's transport must
+	// honour); false says nothing.
 	Unsent bool
 }
 
