@@ -235,13 +235,18 @@ func checkDrill(t *testing.T, srv *serveProc, prov *loadProvider, recv *webhookR
 
 // lostToStore reports whether an attempt of the history was closed as
 // store_unavailable.
-func lostToStore(evs []eventView) bool {
+func lostToStore(evs []eventView) bool { return attemptsLostToStore(evs) > 0 }
+
+// attemptsLostToStore counts the attempts of the history closed as
+// store_unavailable.
+func attemptsLostToStore(evs []eventView) int {
+	n := 0
 	for _, e := range evs {
 		if e.Type == "AttemptTimedOut" && e.field("classification") == "store_unavailable" {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // checkWebhooks waits until the receiver has, after de-duplication by
