@@ -249,6 +249,25 @@ func attemptsLostToStore(evs []eventView) int {
 	return n
 }
 
+// unsentAttempts is the attempts of the history that the engine closed
+// without their request reaching the provider: called with nothing of
+// their timeout left, or cut off before it was sent with less than half
+// of it, their start's write having taken the rest (store_unavailable,
+// "not called" or "not sent"; docs/engine.md). A loaded machine's first
+// write can do that to any attempt; the provider never saw them.
+func unsentAttempts(evs []eventView) map[int]bool {
+	out := map[int]bool{}
+	for _, e := range ofType(evs, "AttemptTimedOut") {
+		detail, _ := e.field("detail").(string)
+		attempt, _ := e.field("attempt").(float64)
+		if e.field("classification") == "store_unavailable" &&
+			(strings.HasPrefix(detail, "not called:") || strings.HasPrefix(detail, "not sent:")) {
+			out[int(attempt)] = true
+		}
+	}
+	return out
+}
+
 // checkWebhooks waits until the receiver has, after de-duplication by
 // webhook-id, every webhook the reviews' histories call for.
 func checkWebhooks(t *testing.T, srv *serveProc, recv *webhookReceiver, ids []string) {

@@ -121,11 +121,17 @@ func policyServer(t *testing.T, policy string, def *scriptedProvider) (*servePro
 	return proc, dbURL
 }
 
-// attemptProviders lists the provider each AttemptStarted of id names.
+// attemptProviders lists the provider each attempt of id names, in
+// order, leaving out the attempts never sent (unsentAttempts).
 func attemptProviders(t *testing.T, p *serveProc, id string) []string {
 	t.Helper()
+	evs := p.events(t, id)
+	unsent := unsentAttempts(evs)
 	var out []string
-	for _, e := range ofType(p.events(t, id), "AttemptStarted") {
+	for _, e := range ofType(evs, "AttemptStarted") {
+		if attempt, _ := e.field("attempt").(float64); unsent[int(attempt)] {
+			continue
+		}
 		name, _ := e.field("provider").(string)
 		if name == "" {
 			name = "default"
