@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/migrations/dbtest/patroni"
 )
@@ -235,18 +237,13 @@ func checkDrill(t *testing.T, srv *serveProc, prov *loadProvider, recv *webhookR
 
 // lostToStore reports whether an attempt of the history was closed as
 // store_unavailable.
-func lostToStore(evs []eventView) bool { return attemptsLostToStore(evs) > 0 }
-
-// attemptsLostToStore counts the attempts of the history closed as
-// store_unavailable.
-func attemptsLostToStore(evs []eventView) int {
-	n := 0
+func lostToStore(evs []eventView) bool {
 	for _, e := range evs {
 		if e.Type == "AttemptTimedOut" && e.field("classification") == "store_unavailable" {
-			n++
+			return true
 		}
 	}
-	return n
+	return false
 }
 
 // unsentAttempts is the attempts of the history that the engine closed
@@ -255,14 +252,17 @@ func attemptsLostToStore(evs []eventView) int {
 // of it, their start's write having taken the rest (store_unavailable,
 // "not called" or "not sent"; docs/engine.md). A loaded machine's first
 // write can do that to any attempt; the provider never saw them.
-func unsentAttempts(evs []eventView) map[int]bool {
+func unsentAttempts(t *testing.T, evs []eventView) map[int]bool {
+	t.Helper()
 	out := map[int]bool{}
 	for _, e := range ofType(evs, "AttemptTimedOut") {
-		detail, _ := e.field("detail").(string)
-		attempt, _ := e.field("attempt").(float64)
-		if e.field("classification") == "store_unavailable" &&
-			(strings.HasPrefix(detail, "not called:") || strings.HasPrefix(detail, "not sent:")) {
-			out[int(attempt)] = true
+		var a domain.AttemptTimedOut
+		if err := json.Unmarshal(e.Data, &a); err != nil {
+			t.Fatalf("AttemptTimedOut %s: %v", e.Data, err)
+		}
+		if a.Classification == domain.ClassStoreUnavailable &&
+			(strings.HasPrefix(a.Detail, "not called:") || strings.HasPrefix(a.Detail, "not sent:")) {
+			out[a.Attempt] = true
 		}
 	}
 	return out

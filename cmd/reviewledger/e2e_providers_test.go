@@ -126,7 +126,7 @@ func policyServer(t *testing.T, policy string, def *scriptedProvider) (*servePro
 func attemptProviders(t *testing.T, p *serveProc, id string) []string {
 	t.Helper()
 	evs := p.events(t, id)
-	unsent := unsentAttempts(evs)
+	unsent := unsentAttempts(t, evs)
 	var out []string
 	for _, e := range ofType(evs, "AttemptStarted") {
 		if attempt, _ := e.field("attempt").(float64); unsent[int(attempt)] {
