@@ -104,7 +104,9 @@ type outcome struct {
 // the whole batch; one at an event of b takes what follows it (and one at
 // b's end nothing), so applying a batch twice changes nothing; one
 // anywhere else, or of another version, is moved and left as it is.
-// Each projection is given only the events it uses.
+// Each projection is given only the events it uses. A batch of
+// customPlansFrom events or more is planned for its arguments
+// (planForArguments).
 func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
 	out := make([]outcome, len(ps))
 	names := make([]string, len(ps))
@@ -116,6 +118,11 @@ func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]ou
 		clear(out)
 		sli = newSLIBatch()
 		ctx := withSLI(ctx, sli)
+		if b.read >= customPlansFrom {
+			if err := planForArguments(ctx, tx); err != nil {
+				return err
+			}
+		}
 		cps, err := lockCheckpoints(ctx, tx, names)
 		if err != nil {
 			return err

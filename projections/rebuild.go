@@ -88,7 +88,8 @@ type rebuildBatch struct {
 // connection of its own, so the projections' writes run side by side. The
 // new tables' writes are committed without waiting for the WAL to reach
 // disk (synchronous_commit off): nobody reads them before the swap, whose
-// own commit waits for the WAL, theirs included, to be durable.
+// own commit waits for the WAL, theirs included, to be durable. Their
+// statements are planned for each batch's arguments (planForArguments).
 func (r *Runner) rebuildLocked(ctx context.Context, ps []projection) ([]RebuildResult, error) {
 	start := time.Now()
 	indexes, err := r.createShadows(ctx, ps)
@@ -232,6 +233,9 @@ func (r *Runner) build(ctx context.Context, p projection, feed <-chan rebuildBat
 	for b := range feed {
 		err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+				return err
+			}
+			if err := planForArguments(ctx, tx); err != nil {
 				return err
 			}
 			_, _, err := applyUsed(ctx, tx, p, rebuildTables, b.events)
