@@ -115,6 +115,9 @@ type Verifier struct {
 	// BatchSize is how many reviews a BatchHistories reads at once;
 	// default 256.
 	BatchSize int
+	// ChunkSize is how many reviews are checked before their anchors are
+	// advanced (while the next chunk is checked); default 65,536.
+	ChunkSize int
 }
 
 // CheckpointReader reads the stored signed checkpoints (PGCheckpoints).
@@ -192,36 +195,168 @@ func DamagedIDs(ds []Damage) []string {
 
 // Verify checks one review (reviewID not empty) or every review. The error
 // is for failures to read; damage is in the report.
+//
+// The ledger's streams, the signed checkpoints and every witness's marks
+// are read side by side; the reviews are then checked in chunks of
+// ChunkSize, and the anchors of a chunk's intact reviews are written
+// while the next chunk is checked.
 func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) {
-	var (
-		ids    []string
-		listed listing
-	)
 	if reviewID != "" {
 		if err := domain.ValidateReviewID(reviewID); err != nil {
 			return Report{}, err
 		}
-		ids = []string{reviewID}
-	} else {
-		var err error
-		if listed, err = v.listStreams(ctx); err != nil {
-			return Report{}, err
-		}
-		ids = listed[domain.StreamName("")]
 	}
 	var rep Report
-	signed, err := v.signedMarks(ctx, reviewID, &rep)
+	read, err := v.read(ctx, reviewID, &rep)
 	if err != nil {
 		return Report{}, err
 	}
-	marks, err := v.marks(ctx, reviewID, &ids, signed)
-	if err != nil {
-		return Report{}, err
+	ids := []string{reviewID}
+	if reviewID == "" {
+		ids = read.listed[domain.StreamName("")]
 	}
-	checked, err := v.checkAll(ctx, ids, marks)
-	if err != nil {
+	marks := mergeMarks(read.signed, read.witnesses, &ids)
+	read.signed, read.witnesses = nil, nil // merged: at millions of reviews, gigabytes not to keep
+	if err := v.checkChunks(ctx, ids, marks, &rep); err != nil {
 		return rep, err
 	}
+	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
+		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
+	}
+	if err := v.checkSides(ctx, reviewID, read.listed, &rep); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// readings is what a verification reads before it checks: the streams
+// listed (every review's when no review is named), the marks of the
+// signed checkpoints, and each witness's marks.
+type readings struct {
+	listed    listing
+	signed    map[string][]witnessMark
+	witnesses []witnessMarks
+}
+
+// witnessMarks is the marks one witness holds, by review.
+type witnessMarks struct {
+	name  string
+	marks map[string]Mark
+}
+
+// read reads the streams, the signed checkpoints (into rep) and the
+// witnesses' marks side by side, each on a connection of its own: at
+// millions of reviews each is a scan of its own table.
+func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (readings, error) {
+	witnesses := slices.Clone(v.Witnesses)
+	if v.Anchors != nil && !slices.Contains(witnesses, Witness(v.Anchors)) {
+		witnesses = append(witnesses, v.Anchors)
+	}
+	var filter []string
+	if reviewID != "" {
+		filter = []string{reviewID}
+	}
+	out := readings{witnesses: make([]witnessMarks, len(witnesses))}
+	g, gctx := errgroup.WithContext(ctx)
+	if reviewID == "" {
+		g.Go(func() (err error) {
+			out.listed, err = v.listStreams(gctx)
+			return err
+		})
+	}
+	g.Go(func() (err error) {
+		out.signed, err = v.signedMarks(gctx, reviewID, rep)
+		return err
+	})
+	for i, w := range witnesses {
+		g.Go(func() error {
+			ms, err := w.Marks(gctx, filter)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", w.Name(), err)
+			}
+			out.witnesses[i] = witnessMarks{name: w.Name(), marks: ms}
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// mergeMarks collects the signed marks and every witness's, by review,
+// adding to ids the reviews that witnesses know but the ledger no longer
+// lists (removed entirely).
+func mergeMarks(signed map[string][]witnessMark, witnesses []witnessMarks, ids *[]string) map[string][]witnessMark {
+	out := make(map[string][]witnessMark, len(*ids))
+	for id, ms := range signed {
+		out[id] = append(out[id], ms...)
+	}
+	for _, w := range witnesses {
+		for id, m := range w.marks {
+			out[id] = append(out[id], witnessMark{witness: w.name, Mark: m})
+		}
+	}
+	listed := make(map[string]bool, len(*ids))
+	for _, id := range *ids {
+		listed[id] = true
+	}
+	var missing []string
+	for id := range out {
+		if !listed[id] {
+			missing = append(missing, id)
+		}
+	}
+	slices.Sort(missing)
+	*ids = append(*ids, missing...)
+	return out
+}
+
+// checkChunks checks the reviews of ids in chunks of ChunkSize into rep,
+// and advances the anchors of each chunk's intact reviews while the next
+// chunk is checked (one Advance at a time, so that they never wait for
+// each other's rows).
+func (v *Verifier) checkChunks(ctx context.Context, ids []string, marks map[string][]witnessMark, rep *Report) error {
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	advancing := make(chan error, 1)
+	advancing <- nil
+	for chunk := range slices.Chunk(ids, cmp.Or(v.ChunkSize, defaultChunkSize)) {
+		checked, err := v.checkAll(ctx, chunk, marks)
+		if err != nil {
+			return errors.Join(err, <-advancing)
+		}
+		heads := v.tally(chunk, checked, marks, rep)
+		if err := <-advancing; err != nil {
+			return err
+		}
+		if v.Anchors == nil || len(heads) == 0 {
+			advancing <- nil
+			continue
+		}
+		rep.Anchored += len(heads)
+		moved := unanchored(heads, marks, v.Anchors.Name())
+		if len(moved) == 0 {
+			advancing <- nil
+			continue
+		}
+		go func() {
+			if err := v.Anchors.Advance(ctx, moved, now()); err != nil {
+				advancing <- fmt.Errorf("advance audit anchors: %w", err)
+				return
+			}
+			advancing <- nil
+		}()
+	}
+	return <-advancing
+}
+
+// defaultChunkSize is how many reviews Verify checks before it anchors
+// them, by default.
+const defaultChunkSize = 65536
+
+// tally adds what the check of the reviews of ids found to rep, and
+// returns the heads of the intact ones.
+func (v *Verifier) tally(ids []string, checked []checked, marks map[string][]witnessMark, rep *Report) map[string]Mark {
 	heads := make(map[string]Mark)
 	for i, id := range ids {
 		rep.Reviews++
@@ -238,25 +373,7 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 			heads[id] = *head
 		}
 	}
-	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
-		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
-	}
-	if err := v.checkSides(ctx, reviewID, listed, &rep); err != nil {
-		return rep, err
-	}
-	if v.Anchors != nil && len(heads) > 0 {
-		now := time.Now
-		if v.Now != nil {
-			now = v.Now
-		}
-		if moved := unanchored(heads, marks, v.Anchors.Name()); len(moved) > 0 {
-			if err := v.Anchors.Advance(ctx, moved, now()); err != nil {
-				return rep, fmt.Errorf("advance audit anchors: %w", err)
-			}
-		}
-		rep.Anchored = len(heads)
-	}
-	return rep, nil
+	return heads
 }
 
 // unanchored returns the heads that the anchors witness (named anchors)
@@ -497,46 +614,6 @@ type witnessMark struct {
 	witness string
 	signed  bool // from a verified signed checkpoint
 	Mark
-}
-
-// marks collects every witness's marks and the signed ones, adding to ids
-// the reviews that witnesses know but the ledger no longer lists (removed
-// entirely).
-func (v *Verifier) marks(ctx context.Context, reviewID string, ids *[]string, signed map[string][]witnessMark) (map[string][]witnessMark, error) {
-	witnesses := slices.Clone(v.Witnesses)
-	if v.Anchors != nil && !slices.Contains(witnesses, Witness(v.Anchors)) {
-		witnesses = append(witnesses, v.Anchors)
-	}
-	var filter []string
-	if reviewID != "" {
-		filter = []string{reviewID}
-	}
-	out := make(map[string][]witnessMark, len(signed))
-	for id, ms := range signed {
-		out[id] = append(out[id], ms...)
-	}
-	for _, w := range witnesses {
-		ms, err := w.Marks(ctx, filter)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", w.Name(), err)
-		}
-		for id, m := range ms {
-			out[id] = append(out[id], witnessMark{witness: w.Name(), Mark: m})
-		}
-	}
-	listed := make(map[string]bool, len(*ids))
-	for _, id := range *ids {
-		listed[id] = true
-	}
-	var missing []string
-	for id := range out {
-		if !listed[id] {
-			missing = append(missing, id)
-		}
-	}
-	slices.Sort(missing)
-	*ids = append(*ids, missing...)
-	return out, nil
 }
 
 // check verifies one review, read as h (or the error err); it returns the
