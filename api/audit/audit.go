@@ -215,9 +215,9 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if reviewID == "" {
 		ids = read.listed[domain.StreamName("")]
 	}
-	marks := mergeMarks(read.signed, read.witnesses, &ids)
-	read.signed, read.witnesses = nil, nil // merged: at millions of reviews, gigabytes not to keep
-	if err := v.checkChunks(ctx, ids, marks, &rep); err != nil {
+	all := marks{signed: read.signed, witnesses: read.witnesses}
+	ids = append(ids, all.unlisted(ids)...)
+	if err := v.checkChunks(ctx, ids, all, &rep); err != nil {
 		return rep, err
 	}
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
@@ -281,31 +281,61 @@ func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (read
 	return out, g.Wait()
 }
 
-// mergeMarks collects the signed marks and every witness's, by review,
-// adding to ids the reviews that witnesses know but the ledger no longer
-// lists (removed entirely).
-func mergeMarks(signed map[string][]witnessMark, witnesses []witnessMarks, ids *[]string) map[string][]witnessMark {
-	out := make(map[string][]witnessMark, len(*ids))
-	for id, ms := range signed {
-		out[id] = append(out[id], ms...)
-	}
-	for _, w := range witnesses {
-		for id, m := range w.marks {
-			out[id] = append(out[id], witnessMark{witness: w.name, Mark: m})
+// marks is what the signed checkpoints and every witness hold, by
+// review, kept as they were read: a review's are gathered when its chunk
+// is checked. Merging them all into one map first took a tenth of a
+// verification's time at 600,000 reviews, for no less memory.
+type marks struct {
+	signed    map[string][]witnessMark
+	witnesses []witnessMarks
+}
+
+// of returns the marks of review id: the signed ones, then each
+// witness's in order.
+func (m marks) of(id string) []witnessMark {
+	out := slices.Clip(m.signed[id]) // an append copies it
+	for _, w := range m.witnesses {
+		if mk, ok := w.marks[id]; ok {
+			out = append(out, witnessMark{witness: w.name, Mark: mk})
 		}
 	}
-	listed := make(map[string]bool, len(*ids))
-	for _, id := range *ids {
-		listed[id] = true
-	}
-	var missing []string
-	for id := range out {
-		if !listed[id] {
-			missing = append(missing, id)
+	return out
+}
+
+// chunk returns the marks of the reviews of ids, by review.
+func (m marks) chunk(ids []string) map[string][]witnessMark {
+	out := make(map[string][]witnessMark, len(ids))
+	for _, id := range ids {
+		if ms := m.of(id); len(ms) > 0 {
+			out[id] = ms
 		}
 	}
-	slices.Sort(missing)
-	*ids = append(*ids, missing...)
+	return out
+}
+
+// unlisted returns, sorted, the reviews that the signed checkpoints or a
+// witness know but ids does not list: removed from the ledger entirely.
+func (m marks) unlisted(ids []string) []string {
+	listed := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		listed[id] = struct{}{}
+	}
+	var out []string
+	add := func(id string) {
+		if _, ok := listed[id]; !ok {
+			listed[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	for id := range m.signed {
+		add(id)
+	}
+	for _, w := range m.witnesses {
+		for id := range w.marks {
+			add(id)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -313,7 +343,7 @@ func mergeMarks(signed map[string][]witnessMark, witnesses []witnessMarks, ids *
 // and advances the anchors of each chunk's intact reviews while the next
 // chunk is checked (one Advance at a time, so that they never wait for
 // each other's rows).
-func (v *Verifier) checkChunks(ctx context.Context, ids []string, marks map[string][]witnessMark, rep *Report) error {
+func (v *Verifier) checkChunks(ctx context.Context, ids []string, all marks, rep *Report) error {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
@@ -321,6 +351,7 @@ func (v *Verifier) checkChunks(ctx context.Context, ids []string, marks map[stri
 	advancing := make(chan error, 1)
 	advancing <- nil
 	for chunk := range slices.Chunk(ids, cmp.Or(v.ChunkSize, defaultChunkSize)) {
+		marks := all.chunk(chunk)
 		checked, err := v.checkAll(ctx, chunk, marks)
 		if err != nil {
 			return errors.Join(err, <-advancing)
