@@ -215,9 +215,8 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 	if reviewID == "" {
 		ids = read.listed[domain.StreamName("")]
 	}
-	all := marks{signed: read.signed, witnesses: read.witnesses}
-	ids = append(ids, all.unlisted(ids)...)
-	if err := v.checkChunks(ctx, ids, all, &rep); err != nil {
+	ids = append(ids, read.marks.unlisted(ids)...)
+	if err := v.checkChunks(ctx, ids, read.marks, &rep); err != nil {
 		return rep, err
 	}
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
@@ -233,9 +232,8 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 // listed (every review's when no review is named), the marks of the
 // signed checkpoints, and each witness's marks.
 type readings struct {
-	listed    listing
-	signed    map[string][]witnessMark
-	witnesses []witnessMarks
+	listed listing
+	marks  marks
 }
 
 // witnessMarks is the marks one witness holds, by review.
@@ -256,7 +254,7 @@ func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (read
 	if reviewID != "" {
 		filter = []string{reviewID}
 	}
-	out := readings{witnesses: make([]witnessMarks, len(witnesses))}
+	out := readings{marks: marks{witnesses: make([]witnessMarks, len(witnesses))}}
 	g, gctx := errgroup.WithContext(ctx)
 	if reviewID == "" {
 		g.Go(func() (err error) {
@@ -265,7 +263,7 @@ func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (read
 		})
 	}
 	g.Go(func() (err error) {
-		out.signed, err = v.signedMarks(gctx, reviewID, rep)
+		out.marks.signed, err = v.signedMarks(gctx, reviewID, rep)
 		return err
 	})
 	for i, w := range witnesses {
@@ -274,7 +272,7 @@ func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (read
 			if err != nil {
 				return fmt.Errorf("read %s: %w", w.Name(), err)
 			}
-			out.witnesses[i] = witnessMarks{name: w.Name(), marks: ms}
+			out.marks.witnesses[i] = witnessMarks{name: w.Name(), marks: ms}
 			return nil
 		})
 	}
@@ -348,37 +346,42 @@ func (v *Verifier) checkChunks(ctx context.Context, ids []string, all marks, rep
 	if v.Now != nil {
 		now = v.Now
 	}
-	advancing := make(chan error, 1)
-	advancing <- nil
+	wait := noAdvance // the Advance of the chunk before
 	for chunk := range slices.Chunk(ids, cmp.Or(v.ChunkSize, defaultChunkSize)) {
 		marks := all.chunk(chunk)
 		checked, err := v.checkAll(ctx, chunk, marks)
 		if err != nil {
-			return errors.Join(err, <-advancing)
+			return errors.Join(err, wait())
 		}
 		heads := v.tally(chunk, checked, marks, rep)
-		if err := <-advancing; err != nil {
+		if err := wait(); err != nil {
 			return err
 		}
+		wait = noAdvance
 		if v.Anchors == nil || len(heads) == 0 {
-			advancing <- nil
 			continue
 		}
 		rep.Anchored += len(heads)
-		moved := unanchored(heads, marks, v.Anchors.Name())
-		if len(moved) == 0 {
-			advancing <- nil
-			continue
+		if moved := unanchored(heads, marks, v.Anchors.Name()); len(moved) > 0 {
+			wait = v.advance(ctx, moved, now())
 		}
-		go func() {
-			if err := v.Anchors.Advance(ctx, moved, now()); err != nil {
-				advancing <- fmt.Errorf("advance audit anchors: %w", err)
-				return
-			}
-			advancing <- nil
-		}()
 	}
-	return <-advancing
+	return wait()
+}
+
+func noAdvance() error { return nil }
+
+// advance starts advancing the anchors to moved and returns what waits
+// for it to end.
+func (v *Verifier) advance(ctx context.Context, moved map[string]Mark, at time.Time) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- v.Anchors.Advance(ctx, moved, at) }()
+	return func() error {
+		if err := <-done; err != nil {
+			return fmt.Errorf("advance audit anchors: %w", err)
+		}
+		return nil
+	}
 }
 
 // defaultChunkSize is how many reviews Verify checks before it anchors
