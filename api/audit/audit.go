@@ -52,13 +52,6 @@ type BatchHistories interface {
 	Histories(ctx context.Context, reviewIDs []string, each func(i int, h *ledger.History, err error) error) error
 }
 
-// StreamLister lists the stream names starting with prefix, in name order
-// (*pgstore.Store). Stores without it are listed by reading their global
-// order (ReadAll).
-type StreamLister interface {
-	Streams(ctx context.Context, prefix string) ([]string, error)
-}
-
 // Mark is what a witness last saw of a review: its stream reached Revision,
 // and the event there had Hash (empty when the witness keeps no hash);
 // Digest, when set, is the ViewDigest of the events up to Revision.
@@ -196,10 +189,15 @@ func DamagedIDs(ds []Damage) []string {
 // Verify checks one review (reviewID not empty) or every review. The error
 // is for failures to read; damage is in the report.
 //
-// The ledger's streams, the signed checkpoints and every witness's marks
-// are read side by side; the reviews are then checked in chunks of
-// ChunkSize, and the anchors of a chunk's intact reviews are written
-// while the next chunk is checked.
+// The signed checkpoints are read and checked first. The ledger's review
+// streams are then listed and checked in chunks of ChunkSize: what every
+// witness holds of a chunk's reviews is read while the chunk before is
+// checked, and the anchors of a chunk's intact reviews are written while
+// the next is checked. Last, the reviews that a witness or a signed
+// checkpoint knows but the ledger no longer lists are checked, and the
+// side streams. What a verification holds grows with a chunk, not with the
+// ledger: 8 bytes a review listed (idSet), and the signed checkpoints'
+// heads when there are public keys.
 func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) {
 	if reviewID != "" {
 		if err := domain.ValidateReviewID(reviewID); err != nil {
@@ -207,153 +205,158 @@ func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) 
 		}
 	}
 	var rep Report
-	read, err := v.read(ctx, reviewID, &rep)
+	signed, err := v.signedMarks(ctx, reviewID, &rep)
 	if err != nil {
 		return Report{}, err
 	}
-	ids := []string{reviewID}
-	if reviewID == "" {
-		ids = read.listed[domain.StreamName("")]
+	streams := &lister{store: v.Store}
+	if reviewID != "" {
+		err = v.checkPages(ctx, listOf([]string{reviewID}, 1), signed, &rep)
+	} else {
+		err = v.checkLedger(ctx, streams, signed, &rep)
 	}
-	ids = append(ids, read.marks.unlisted(ids)...)
-	if err := v.checkChunks(ctx, ids, read.marks, &rep); err != nil {
+	if err != nil {
 		return rep, err
 	}
 	if reviewID != "" && rep.Events == 0 && len(rep.Damaged) == 0 && len(rep.Broken) == 0 {
 		return rep, fmt.Errorf("review %q: %w", reviewID, domain.ErrReviewNotFound)
 	}
-	if err := v.checkSides(ctx, reviewID, read.listed, &rep); err != nil {
+	if err := v.checkSides(ctx, reviewID, streams, &rep); err != nil {
 		return rep, err
 	}
 	return rep, nil
 }
 
-// readings is what a verification reads before it checks: the streams
-// listed (every review's when no review is named), the marks of the
-// signed checkpoints, and each witness's marks.
-type readings struct {
-	listed listing
-	marks  marks
-}
-
-// witnessMarks is the marks one witness holds, by review.
-type witnessMarks struct {
-	name  string
-	marks map[string]Mark
-}
-
-// read reads the streams, the signed checkpoints (into rep) and the
-// witnesses' marks side by side, each on a connection of its own: at
-// millions of reviews each is a scan of its own table.
-func (v *Verifier) read(ctx context.Context, reviewID string, rep *Report) (readings, error) {
-	witnesses := slices.Clone(v.Witnesses)
-	if v.Anchors != nil && !slices.Contains(witnesses, Witness(v.Anchors)) {
-		witnesses = append(witnesses, v.Anchors)
-	}
-	var filter []string
-	if reviewID != "" {
-		filter = []string{reviewID}
-	}
-	out := readings{marks: marks{witnesses: make([]witnessMarks, len(witnesses))}}
-	g, gctx := errgroup.WithContext(ctx)
-	if reviewID == "" {
-		g.Go(func() (err error) {
-			out.listed, err = v.listStreams(gctx)
-			return err
+// checkLedger checks every review the ledger lists, then those it no
+// longer lists that a witness or a signed checkpoint knows.
+func (v *Verifier) checkLedger(ctx context.Context, streams *lister, signed map[string][]witnessMark, rep *Report) error {
+	size := v.chunkSize()
+	listed := newIDSet()
+	list := func(ctx context.Context, each func(ids []string) error) error {
+		return streams.pages(ctx, domain.StreamName(""), size, func(ids []string) error {
+			listed.add(ids)
+			return each(ids)
 		})
 	}
-	g.Go(func() (err error) {
-		out.marks.signed, err = v.signedMarks(gctx, reviewID, rep)
+	if err := v.checkPages(ctx, list, signed, rep); err != nil {
 		return err
+	}
+	listed.seal()
+	gone, err := v.unlisted(ctx, listed, signed)
+	if err != nil {
+		return err
+	}
+	return v.checkPages(ctx, listOf(gone, size), signed, rep)
+}
+
+func (v *Verifier) chunkSize() int { return cmp.Or(v.ChunkSize, defaultChunkSize) }
+
+// pageLister calls each with the IDs of reviews, a chunk at a time.
+type pageLister func(ctx context.Context, each func(ids []string) error) error
+
+// listOf lists ids in chunks of size.
+func listOf(ids []string, size int) pageLister {
+	return func(_ context.Context, each func(ids []string) error) error {
+		for chunk := range slices.Chunk(ids, size) {
+			if err := each(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// witnesses returns the witnesses consulted: Witnesses, and Anchors when
+// it is not among them.
+func (v *Verifier) witnesses() []Witness {
+	ws := slices.Clone(v.Witnesses)
+	if v.Anchors != nil && !slices.Contains(ws, Witness(v.Anchors)) {
+		ws = append(ws, v.Anchors)
+	}
+	return ws
+}
+
+// chunk is a chunk of reviews and their marks, read before their streams.
+type chunk struct {
+	ids   []string
+	marks map[string][]witnessMark
+}
+
+// checkPages checks the reviews that list gives into rep: the marks of a
+// chunk are read (while the chunk before is checked), then the chunk is
+// checked (checkChunks).
+func (v *Verifier) checkPages(ctx context.Context, list pageLister, signed map[string][]witnessMark, rep *Report) error {
+	chunks := make(chan chunk, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(chunks)
+		return list(gctx, func(ids []string) error {
+			marks, err := v.chunkMarks(gctx, ids, signed)
+			if err != nil {
+				return err
+			}
+			select {
+			case chunks <- chunk{ids: ids, marks: marks}:
+				return nil
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
 	})
-	for i, w := range witnesses {
+	g.Go(func() error { return v.checkChunks(gctx, chunks, rep) })
+	return g.Wait()
+}
+
+// chunkMarks returns the marks of the reviews of ids, by review: the
+// signed ones, then each witness's in order. The witnesses are read side
+// by side, each on a connection of its own.
+func (v *Verifier) chunkMarks(ctx context.Context, ids []string, signed map[string][]witnessMark) (map[string][]witnessMark, error) {
+	ws := v.witnesses()
+	read := make([]map[string]Mark, len(ws))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, w := range ws {
 		g.Go(func() error {
-			ms, err := w.Marks(gctx, filter)
+			ms, err := w.Marks(gctx, ids)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", w.Name(), err)
 			}
-			out.marks.witnesses[i] = witnessMarks{name: w.Name(), marks: ms}
+			read[i] = ms
 			return nil
 		})
 	}
-	return out, g.Wait()
-}
-
-// marks is what the signed checkpoints and every witness hold, by
-// review, kept as they were read: a review's are gathered when its chunk
-// is checked. Merging them all into one map first took a tenth of a
-// verification's time at 600,000 reviews, for no less memory.
-type marks struct {
-	signed    map[string][]witnessMark
-	witnesses []witnessMarks
-}
-
-// of returns the marks of review id: the signed ones, then each
-// witness's in order.
-func (m marks) of(id string) []witnessMark {
-	out := slices.Clip(m.signed[id]) // an append copies it
-	for _, w := range m.witnesses {
-		if mk, ok := w.marks[id]; ok {
-			out = append(out, witnessMark{witness: w.name, Mark: mk})
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
-	return out
-}
-
-// chunk returns the marks of the reviews of ids, by review.
-func (m marks) chunk(ids []string) map[string][]witnessMark {
 	out := make(map[string][]witnessMark, len(ids))
 	for _, id := range ids {
-		if ms := m.of(id); len(ms) > 0 {
+		ms := slices.Clip(signed[id]) // an append copies it
+		for i, w := range ws {
+			if mk, ok := read[i][id]; ok {
+				ms = append(ms, witnessMark{witness: w.Name(), Mark: mk})
+			}
+		}
+		if len(ms) > 0 {
 			out[id] = ms
 		}
 	}
-	return out
+	return out, nil
 }
 
-// unlisted returns, sorted, the reviews that the signed checkpoints or a
-// witness know but ids does not list: removed from the ledger entirely.
-func (m marks) unlisted(ids []string) []string {
-	listed := make(map[string]struct{}, len(ids))
-	for _, id := range ids {
-		listed[id] = struct{}{}
-	}
-	var out []string
-	add := func(id string) {
-		if _, ok := listed[id]; !ok {
-			listed[id] = struct{}{}
-			out = append(out, id)
-		}
-	}
-	for id := range m.signed {
-		add(id)
-	}
-	for _, w := range m.witnesses {
-		for id := range w.marks {
-			add(id)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// checkChunks checks the reviews of ids in chunks of ChunkSize into rep,
-// and advances the anchors of each chunk's intact reviews while the next
-// chunk is checked (one Advance at a time, so that they never wait for
-// each other's rows).
-func (v *Verifier) checkChunks(ctx context.Context, ids []string, all marks, rep *Report) error {
+// checkChunks checks the chunks it receives into rep, and advances the
+// anchors of each chunk's intact reviews while the next chunk is checked
+// (one Advance at a time, so that they never wait for each other's rows).
+func (v *Verifier) checkChunks(ctx context.Context, chunks <-chan chunk, rep *Report) error {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	wait := noAdvance // the Advance of the chunk before
-	for chunk := range slices.Chunk(ids, cmp.Or(v.ChunkSize, defaultChunkSize)) {
-		marks := all.chunk(chunk)
-		checked, err := v.checkAll(ctx, chunk, marks)
+	for c := range chunks {
+		checked, err := v.checkAll(ctx, c.ids, c.marks)
 		if err != nil {
 			return errors.Join(err, wait())
 		}
-		heads := v.tally(chunk, checked, marks, rep)
+		heads := v.tally(c.ids, checked, c.marks, rep)
 		if err := wait(); err != nil {
 			return err
 		}
@@ -362,7 +365,7 @@ func (v *Verifier) checkChunks(ctx context.Context, ids []string, all marks, rep
 			continue
 		}
 		rep.Anchored += len(heads)
-		if moved := unanchored(heads, marks, v.Anchors.Name()); len(moved) > 0 {
+		if moved := unanchored(heads, c.marks, v.Anchors.Name()); len(moved) > 0 {
 			wait = v.advance(ctx, moved, now())
 		}
 	}
@@ -720,55 +723,4 @@ func short(hash string) string {
 		return hash[:12] + "…"
 	}
 	return hash
-}
-
-// listing is the review IDs of the ledger's streams by name prefix (a
-// review's, its conflicts', its shadows'): the streams are listed once for
-// every kind, not once a kind.
-type listing map[string][]string
-
-// listStreams lists every stream once and sorts their IDs by the prefixes
-// of the review streams and of the side streams.
-func (v *Verifier) listStreams(ctx context.Context) (listing, error) {
-	prefixes := []string{domain.StreamName("")}
-	for _, side := range v.sideStreams() {
-		prefixes = append(prefixes, side.prefix)
-	}
-	var streams []string
-	if l, ok := v.Store.(StreamLister); ok {
-		var err error
-		if streams, err = l.Streams(ctx, ""); err != nil {
-			return nil, err
-		}
-	} else {
-		seen := make(map[string]bool)
-		pos := eventstore.Start
-		for {
-			batch, err := v.Store.ReadAll(ctx, pos, 1000)
-			if err != nil {
-				return nil, fmt.Errorf("list streams: %w", err)
-			}
-			if len(batch) == 0 {
-				break
-			}
-			for _, e := range batch {
-				if !seen[e.Stream] {
-					seen[e.Stream] = true
-					streams = append(streams, e.Stream)
-				}
-			}
-			pos = batch[len(batch)-1].Position
-		}
-		slices.Sort(streams)
-	}
-	out := make(listing, len(prefixes))
-	for _, s := range streams {
-		for _, p := range prefixes {
-			if id, ok := strings.CutPrefix(s, p); ok {
-				out[p] = append(out[p], id)
-				break
-			}
-		}
-	}
-	return out, nil
 }

@@ -147,16 +147,20 @@ func (v *Verifier) sideStreams() []sideStream {
 
 // checkSides verifies the hash chains of the side streams (conflicting
 // completions, shadow observations) of one review (reviewID not empty) or
-// of every review that has them (listed), adding damage to rep. Side
+// of every review that has them (listed by streams), adding damage to rep. Side
 // streams are not review streams: they never count in rep.Reviews and are
 // never anchored.
-func (v *Verifier) checkSides(ctx context.Context, reviewID string, listed listing, rep *Report) error {
+func (v *Verifier) checkSides(ctx context.Context, reviewID string, streams *lister, rep *Report) error {
 	for _, side := range v.sideStreams() {
-		ids := []string{reviewID}
-		if reviewID == "" {
-			ids = listed[side.prefix]
+		var err error
+		if reviewID != "" {
+			err = v.checkSide(ctx, side, []string{reviewID}, rep)
+		} else {
+			err = streams.pages(ctx, side.prefix, v.chunkSize(), func(ids []string) error {
+				return v.checkSide(ctx, side, ids, rep)
+			})
 		}
-		if err := v.checkSide(ctx, side, ids, rep); err != nil {
+		if err != nil {
 			return fmt.Errorf("verify %s: %w", side.what, err)
 		}
 	}

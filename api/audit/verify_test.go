@@ -217,6 +217,10 @@ func TestWitnessErrorsCarryNoDriverType(t *testing.T) {
 		if err == nil || errors.As(err, &pgErr) || !strings.Contains(err.Error(), "does not exist") {
 			t.Errorf("%s on a dropped table: %v (%T)", w.Name(), err, err)
 		}
+		err = w.(audit.ReviewLister).ReviewIDs(ctx, func(string) error { return nil })
+		if err == nil || errors.As(err, &pgErr) || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("%s listing its reviews on a dropped table: %v (%T)", w.Name(), err, err)
+		}
 	}
 	err := anchors.Advance(ctx, map[string]audit.Mark{"r1": {Revision: 1, Hash: "h"}}, t0)
 	var pgErr *pgconn.PgError

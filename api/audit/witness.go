@@ -21,7 +21,10 @@ type ReplicaAnchors struct {
 	Replica, Primary PGAnchors
 }
 
-var _ Anchors = ReplicaAnchors{}
+var (
+	_ Anchors      = ReplicaAnchors{}
+	_ ReviewLister = ReplicaAnchors{}
+)
 
 // Name implements Witness.
 func (ReplicaAnchors) Name() string { return PGAnchors{}.Name() }
@@ -29,6 +32,11 @@ func (ReplicaAnchors) Name() string { return PGAnchors{}.Name() }
 // Marks implements Witness, on the replica.
 func (a ReplicaAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
 	return a.Replica.Marks(ctx, ids)
+}
+
+// ReviewIDs implements ReviewLister, on the replica.
+func (a ReplicaAnchors) ReviewIDs(ctx context.Context, each func(id string) error) error {
+	return a.Replica.ReviewIDs(ctx, each)
 }
 
 // Advance implements Anchors, on the primary.
@@ -41,7 +49,10 @@ type PGAnchors struct {
 	Pool *pgxpool.Pool
 }
 
-var _ Anchors = PGAnchors{}
+var (
+	_ Anchors      = PGAnchors{}
+	_ ReviewLister = PGAnchors{}
+)
 
 // Name implements Witness.
 func (PGAnchors) Name() string { return "audit anchor" }
@@ -51,6 +62,12 @@ func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, er
 	rows, _ := a.Pool.Query(ctx, `SELECT review_id, revision, hash FROM audit_anchor
 		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
 	return collectMarks(ctx, rows)
+}
+
+// ReviewIDs implements ReviewLister.
+func (a PGAnchors) ReviewIDs(ctx context.Context, each func(id string) error) error {
+	rows, _ := a.Pool.Query(ctx, `SELECT review_id FROM audit_anchor`)
+	return eachReviewID(ctx, rows, each)
 }
 
 // Advance implements Anchors: the marks in statements of anchorChunk
@@ -94,7 +111,10 @@ type PGSummaries struct {
 	Pool *pgxpool.Pool
 }
 
-var _ Witness = PGSummaries{}
+var (
+	_ Witness      = PGSummaries{}
+	_ ReviewLister = PGSummaries{}
+)
 
 // Name implements Witness.
 func (PGSummaries) Name() string { return "review_summary" }
@@ -104,6 +124,22 @@ func (s PGSummaries) Marks(ctx context.Context, ids []string) (map[string]Mark, 
 	rows, _ := s.Pool.Query(ctx, `SELECT review_id, version, '' FROM review_summary
 		WHERE $1::text[] IS NULL OR review_id = ANY($1)`, ids)
 	return collectMarks(ctx, rows)
+}
+
+// ReviewIDs implements ReviewLister.
+func (s PGSummaries) ReviewIDs(ctx context.Context, each func(id string) error) error {
+	rows, _ := s.Pool.Query(ctx, `SELECT review_id FROM review_summary`)
+	return eachReviewID(ctx, rows, each)
+}
+
+// eachReviewID calls each with the review ID of every row of rows, one
+// row at a time.
+func eachReviewID(ctx context.Context, rows pgx.Rows, each func(id string) error) error {
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { return each(id) }); err != nil {
+		return storeerr.Wrap(ctx, "read review IDs", err)
+	}
+	return nil
 }
 
 func collectMarks(ctx context.Context, rows pgx.Rows) (map[string]Mark, error) {

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,43 @@ func checkMergedScans(t *testing.T, conn *pgxpool.Conn, plan []string, scan stri
 		if want := strings.ReplaceAll(scan, "{p}", name); strings.Count(text, want) != 1 {
 			t.Fatalf("plan:\n%s\nwant one %q", text, want)
 		}
+	}
+}
+
+// TestStreamsInPages: Streams lists the streams of a prefix that have
+// events, each once, in name order, a page of limit names after the one
+// given; a limit of 0 lists them all.
+func TestStreamsInPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgstore.New(dbtest.Pool(t), pgstore.Config{})
+	t.Cleanup(s.Close)
+	for _, name := range []string{"p-c", "q-a", "p-a", "p-e", "p-b", "pq-x", "p-d"} {
+		evs := []eventstore.EventData{
+			{ID: eventstoretest.NewID(), Type: "T", Data: []byte(`{}`)},
+			{ID: eventstoretest.NewID(), Type: "T", Data: []byte(`{}`)},
+		}
+		if _, err := s.Append(ctx, name, eventstore.NoStream, evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.Streams(ctx, "p-", "", 0)
+	if want := []string{"p-a", "p-b", "p-c", "p-d", "p-e"}; err != nil || !slices.Equal(all, want) {
+		t.Fatalf("Streams of p- with no limit: %v, %v; want %v", all, err, want)
+	}
+	var paged [][]string
+	for after := ""; ; {
+		page, err := s.Streams(ctx, "p-", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page)
+		after = page[len(page)-1]
+	}
+	if want := [][]string{{"p-a", "p-b"}, {"p-c", "p-d"}, {"p-e"}}; !reflect.DeepEqual(paged, want) {
+		t.Fatalf("Streams of p- in pages of 2: %v, want %v", paged, want)
 	}
 }

@@ -9,12 +9,15 @@ import (
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 )
 
-// Streams returns the names of the streams that have at least one event
-// and start with prefix, in name order. Unlike ReadAll it does not wait for
+// Streams returns the names of the streams that have at least one event,
+// start with prefix and sort after after, in name order, at most limit of
+// them (every one when limit is 0). Unlike ReadAll it does not wait for
 // older transactions: it lists what is committed now. Auditors use it to
-// enumerate every review without reading every event.
-func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT DISTINCT stream FROM event WHERE starts_with(stream, $1) ORDER BY stream`, prefix)
+// enumerate every review without reading every event, a page at a time:
+// the next page is the one after the last name of this one.
+func (s *Store) Streams(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT DISTINCT stream FROM event
+		WHERE starts_with(stream, $1) AND stream > $2 ORDER BY stream LIMIT nullif($3, 0)`, prefix, after, limit)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, storeerr.Wrap(ctx, "list streams", err)
