@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -98,6 +99,40 @@ type outcome struct {
 }
 
 // applyBatch applies b to the live tables of every one of ps and moves
+// their checkpoints to the end of b: all in one transaction, or, for a
+// batch of customPlansFrom events or more, each projection in a
+// transaction of its own, side by side (applyApart).
+func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
+	if len(ps) > 1 && b.read >= customPlansFrom {
+		return r.applyApart(ctx, ps, b)
+	}
+	return r.applyTogether(ctx, ps, b)
+}
+
+// applyApart applies b to each of ps in a transaction of its own, on
+// connections of their own, side by side: a runner far behind (a catch-up
+// from nothing) then writes every projection's rows at once, as a rebuild
+// does, where one transaction would write them one after another. Each
+// projection's rows still commit with its checkpoint. When one fails, the
+// others commit all the same; the shared batch tries each member alone
+// then (loop.apply), and finds nothing left to do for those at b's end.
+func (r *Runner) applyApart(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
+	out := make([]outcome, len(ps))
+	var g errgroup.Group // no shared context: one failing leaves the others to commit
+	for i, p := range ps {
+		g.Go(func() error {
+			o, err := r.applyTogether(ctx, []projection{p}, b)
+			if err != nil {
+				return err
+			}
+			out[i] = o[0]
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// applyTogether applies b to the live tables of every one of ps and moves
 // their checkpoints to the end of b, all in one transaction.
 //
 // The checkpoint rows are locked first. A checkpoint where b starts takes
@@ -107,7 +142,7 @@ type outcome struct {
 // Each projection is given only the events it uses. A batch of
 // customPlansFrom events or more is planned for its arguments
 // (planForArguments).
-func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
+func (r *Runner) applyTogether(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
 	out := make([]outcome, len(ps))
 	names := make([]string, len(ps))
 	for i, p := range ps {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -11,47 +12,73 @@ import (
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
 
-// TestCatchUpBatchesArePlannedForTheirArguments: a batch of
-// customPlansFrom events or more runs with plan_cache_mode
-// force_custom_plan, a smaller one with the server's setting, and the
-// read models come out the same as a rebuild's (which plans every batch
-// for its arguments).
-func TestCatchUpBatchesArePlannedForTheirArguments(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	st := e.workload(t, workload.Config{Reviews: 250, Writers: 4, Seed: 31})
-	r := e.runner(t, func(c *Config) { c.BatchSize = customPlansFrom })
+// committed is what one transaction of a runner committed: the
+// projections it moved and its plan_cache_mode.
+type committed struct {
+	names []string
+	mode  string
+}
+
+// recordCommits makes r record every transaction it commits.
+func recordCommits(r *Runner) func() []committed {
 	var (
-		mu    sync.Mutex
-		modes []string
+		mu  sync.Mutex
+		out []committed
 	)
-	r.beforeCommit = func(ctx context.Context, tx pgx.Tx, _ []string) error {
+	r.beforeCommit = func(ctx context.Context, tx pgx.Tx, names []string) error {
 		var mode string
 		if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		modes = append(modes, mode)
+		out = append(out, committed{names: slices.Clone(names), mode: mode})
 		return nil
 	}
+	return func() []committed {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(out)
+	}
+}
+
+// TestCatchUpBatchesArePlannedForTheirArguments: a batch of
+// customPlansFrom events or more is applied to each projection in a
+// transaction of its own, planned for its arguments (plan_cache_mode
+// force_custom_plan); a smaller one to every projection in one
+// transaction with the server's setting; and the read models come out
+// the same as a rebuild's (which plans every batch for its arguments).
+func TestCatchUpBatchesArePlannedForTheirArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	st := e.workload(t, workload.Config{Reviews: 250, Writers: 4, Seed: 31})
+	r := e.runner(t, func(c *Config) { c.BatchSize = customPlansFrom })
+	commits := recordCommits(r)
 	if err := r.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for left := st.Events; left > 0; left -= customPlansFrom {
-		if left >= customPlansFrom {
-			want = append(want, "force_custom_plan")
-		} else {
-			want = append(want, "auto")
+	full := int(st.Events / customPlansFrom)
+	if full < 2 || st.Events%customPlansFrom == 0 {
+		t.Fatalf("the workload's %d events make %d full batches of %d and no smaller last one: the test needs both", st.Events, full, customPlansFrom)
+	}
+	got := commits()
+	last := got[len(got)-1]
+	if last.mode != "auto" || len(last.names) != len(all()) {
+		t.Errorf("the last, smaller batch: %+v, want every projection in one transaction, plan_cache_mode auto", last)
+	}
+	apart := got[:len(got)-1]
+	moved := make(map[string]int)
+	for _, c := range apart {
+		if c.mode != "force_custom_plan" || len(c.names) != 1 {
+			t.Fatalf("a full batch's transaction: %+v, want one projection, plan_cache_mode force_custom_plan (every one: %+v)", c, got)
 		}
+		moved[c.names[0]]++
 	}
-	if len(want) < 2 || want[len(want)-1] != "auto" {
-		t.Fatalf("the workload's %d events make batches %q: the test needs full batches and a smaller last one", st.Events, want)
-	}
-	if !slices.Equal(modes, want) {
-		t.Fatalf("plan_cache_mode of the catch-up's batches (%d events, %d a batch): %q, want %q", st.Events, customPlansFrom, modes, want)
+	for _, p := range all() {
+		if moved[p.name()] == 0 || moved[p.name()] > full {
+			t.Errorf("projection %s moved by %d of the %d full batches' transactions, want at least one and at most one a batch", p.name(), moved[p.name()], full)
+		}
 	}
 	checkCounts(t, e, st)
 	caughtUp := dump(t, e.pool)
@@ -60,6 +87,57 @@ func TestCatchUpBatchesArePlannedForTheirArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
+}
+
+// TestAFailedProjectionLeavesTheOthersCommitted: when one projection's
+// transaction of a full batch fails, the others commit; the batch is then
+// tried by each alone, which finds nothing left for them and applies it
+// to the one that failed, and the read models come out the same as a
+// rebuild's.
+func TestAFailedProjectionLeavesTheOthersCommitted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	st := e.workload(t, workload.Config{Reviews: 250, Writers: 4, Seed: 41})
+	r := e.runner(t, func(c *Config) { c.BatchSize = customPlansFrom })
+	var (
+		mu        sync.Mutex
+		failed    bool
+		committed []string // the projections committed before the failed one's retry
+		retried   bool
+	)
+	errOnce := errors.New("summary's first transaction refused")
+	r.beforeCommit = func(_ context.Context, _ pgx.Tx, names []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !failed && slices.Equal(names, []string{ReviewSummary}):
+			failed = true
+			return errOnce
+		case failed && !retried && slices.Equal(names, []string{ReviewSummary}):
+			retried = true
+		case !retried:
+			committed = append(committed, names...)
+		}
+		return nil
+	}
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !failed || !retried {
+		t.Fatalf("failed %v, retried %v: the summary's first transaction should fail and be retried", failed, retried)
+	}
+	checkCounts(t, e, st)
+	caughtUp := dump(t, e.pool)
+	r.beforeCommit = nil
+	if _, err := r.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
+	slices.Sort(committed)
+	if want := []string{ManualQueue, Providers, SLO}; !slices.Equal(committed, want) {
+		t.Errorf("committed before the summary's retry: %v, want the others' transactions of that batch, once each (%v)", committed, want)
+	}
 }
 
 // TestRebuildPlansForTheArguments: every transaction of a rebuild's
