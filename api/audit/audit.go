@@ -195,9 +195,9 @@ func DamagedIDs(ds []Damage) []string {
 // checked, and the anchors of a chunk's intact reviews are written while
 // the next is checked. Last, the reviews that a witness or a signed
 // checkpoint knows but the ledger no longer lists are checked, and the
-// side streams. What a verification holds grows with a chunk, not with the
-// ledger: 8 bytes a review listed (idSet), and the signed checkpoints'
-// heads when there are public keys.
+// side streams. What a verification holds is a few chunks' marks, 8 bytes
+// a review listed (idSet), and the signed checkpoints' heads when there
+// are public keys: not every review's marks.
 func (v *Verifier) Verify(ctx context.Context, reviewID string) (Report, error) {
 	if reviewID != "" {
 		if err := domain.ValidateReviewID(reviewID); err != nil {
