@@ -100,10 +100,13 @@ type outcome struct {
 
 // applyBatch applies b to the live tables of every one of ps and moves
 // their checkpoints to the end of b: all in one transaction, or, for a
-// batch of customPlansFrom events or more, each projection in a
-// transaction of its own, side by side (applyApart).
+// full batch (BatchSize events read: the runner is at least that far
+// behind) of customPlansFrom events or more, each projection in a
+// transaction of its own, side by side (applyApart). A serving runner at
+// the head reads fewer than BatchSize events a batch and keeps one
+// transaction for all.
 func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
-	if len(ps) > 1 && b.read >= customPlansFrom {
+	if len(ps) > 1 && b.read >= customPlansFrom && b.read >= r.cfg.BatchSize {
 		return r.applyApart(ctx, ps, b)
 	}
 	return r.applyTogether(ctx, ps, b)

@@ -165,3 +165,25 @@ func TestRebuildPlansForTheArguments(t *testing.T) {
 		t.Fatalf("a rebuild's builders planned %d of their %d transactions for the arguments, want all", sets, begins)
 	}
 }
+
+// TestABatchShortOfFullIsAppliedTogether: a batch of customPlansFrom
+// events or more that is not a full read (a serving runner at the head
+// under heavy load) is planned for its arguments but applied to every
+// projection in one transaction, as a serving runner's batches always
+// were.
+func TestABatchShortOfFullIsAppliedTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	st := e.workload(t, workload.Config{Reviews: 250, Writers: 4, Seed: 31})
+	r := e.runner(t, func(c *Config) { c.BatchSize = 4 * int(st.Events) })
+	commits := recordCommits(r)
+	if err := r.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := commits()
+	if st.Events < customPlansFrom || len(got) != 1 || len(got[0].names) != len(all()) || got[0].mode != "force_custom_plan" {
+		t.Fatalf("one batch of %d events, a quarter of BatchSize: %+v, want one transaction for every projection, planned for its arguments", st.Events, got)
+	}
+	checkCounts(t, e, st)
+}
