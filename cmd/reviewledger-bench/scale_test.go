@@ -75,6 +75,7 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 		fmt.Sprintf(`steady tables flat +\d+ of %d +<= \+10%% +`, len(steadyTables)) + verdict,
 		`projections rebuild at N \(all read models\) +\d+ events .* >= 100000/s +` + verdict,
 		`audit verify at N +\d+ reviews in .* >= 50000/s +` + verdict,
+		`  VACUUM \(ANALYZE\) audit_anchor after it +[\d.]+m?s$`,
 		`audit verify --review ID \(the whole command\) +p99 [\d.]+ms over 3 reviews +< 50.0ms +` + verdict,
 		`  of which the process \(reviewledger version\) +p99 [\d.]+ms, median [\d.]+ms$`,
 	} {
