@@ -42,6 +42,18 @@ func recordCommits(r *Runner) func() []committed {
 	}
 }
 
+// caughtUpEqualsRebuild checks that the read models r caught up hold
+// what a rebuild of them makes of the same ledger.
+func caughtUpEqualsRebuild(t *testing.T, e *env, r *Runner) {
+	t.Helper()
+	caughtUp := dump(t, e.pool)
+	r.beforeCommit = nil
+	if _, err := r.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
+}
+
 // TestCatchUpBatchesArePlannedForTheirArguments: a batch of
 // customPlansFrom events or more is applied to each projection in a
 // transaction of its own, planned for its arguments (plan_cache_mode
@@ -81,12 +93,7 @@ func TestCatchUpBatchesArePlannedForTheirArguments(t *testing.T) {
 		}
 	}
 	checkCounts(t, e, st)
-	caughtUp := dump(t, e.pool)
-	r.beforeCommit = nil
-	if _, err := r.Rebuild(ctx); err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
+	caughtUpEqualsRebuild(t, e, r)
 }
 
 // TestAFailedProjectionLeavesTheOthersCommitted: when one projection's
@@ -128,12 +135,7 @@ func TestAFailedProjectionLeavesTheOthersCommitted(t *testing.T) {
 		t.Fatalf("failed %v, retried %v: the summary's first transaction should fail and be retried", failed, retried)
 	}
 	checkCounts(t, e, st)
-	caughtUp := dump(t, e.pool)
-	r.beforeCommit = nil
-	if _, err := r.Rebuild(ctx); err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
+	caughtUpEqualsRebuild(t, e, r)
 	slices.Sort(committed)
 	if want := []string{ManualQueue, Providers, SLO}; !slices.Equal(committed, want) {
 		t.Errorf("committed before the summary's retry: %v, want the others' transactions of that batch, once each (%v)", committed, want)
