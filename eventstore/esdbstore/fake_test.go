@@ -143,6 +143,7 @@ func TestAppendMultiConcurrency(t *testing.T) {
 		mu               sync.Mutex
 		inFlight, peak   int
 		full             = make(chan struct{})
+		fill             = sync.OnceFunc(func() { close(full) }) // the in-flight count reaches the limit again later
 		streams, written = 3 * multiConcurrency, 0
 	)
 	f := &esdbfake.Server{Gate: func() func() {
@@ -150,7 +151,7 @@ func TestAppendMultiConcurrency(t *testing.T) {
 		inFlight++
 		peak = max(peak, inFlight)
 		if inFlight == multiConcurrency {
-			close(full)
+			fill()
 		}
 		mu.Unlock()
 		select {
