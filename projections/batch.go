@@ -106,7 +106,7 @@ type outcome struct {
 // the head reads fewer than BatchSize events a batch and keeps one
 // transaction for all.
 func (r *Runner) applyBatch(ctx context.Context, ps []projection, b batch) ([]outcome, error) {
-	if len(ps) > 1 && b.read >= customPlansFrom && b.read >= r.cfg.BatchSize {
+	if len(ps) > 1 && b.read >= max(customPlansFrom, r.cfg.BatchSize) {
 		return r.applyApart(ctx, ps, b)
 	}
 	return r.applyTogether(ctx, ps, b)

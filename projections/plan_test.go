@@ -54,7 +54,7 @@ func caughtUpEqualsRebuild(t *testing.T, e *env, r *Runner) {
 	diff(t, "rebuild vs catch-up", dump(t, e.pool), caughtUp)
 }
 
-// TestCatchUpBatchesArePlannedForTheirArguments: a batch of
+// TestCatchUpBatchesArePlannedForTheirArguments: a full batch of
 // customPlansFrom events or more is applied to each projection in a
 // transaction of its own, planned for its arguments (plan_cache_mode
 // force_custom_plan); a smaller one to every projection in one

@@ -151,21 +151,21 @@ type markQueries struct {
 }
 
 var (
-	anchorMarks = markQueries{
-		all: `SELECT review_id, revision, hash FROM audit_anchor`,
-		lookup: `SELECT a.review_id, a.revision, a.hash
-			FROM unnest($1::text[]) AS m(id) JOIN audit_anchor a ON a.review_id = m.id`,
-		span: `SELECT review_id, revision, hash FROM audit_anchor
-			WHERE review_id BETWEEN (SELECT min(id) FROM unnest($1::text[]) id) AND (SELECT max(id) FROM unnest($1::text[]) id)`,
-	}
-	summaryMarks = markQueries{
-		all: `SELECT review_id, version, '' FROM review_summary`,
-		lookup: `SELECT s.review_id, s.version, ''
-			FROM unnest($1::text[]) AS m(id) JOIN review_summary s ON s.review_id = m.id`,
-		span: `SELECT review_id, version, '' FROM review_summary
-			WHERE review_id BETWEEN (SELECT min(id) FROM unnest($1::text[]) id) AND (SELECT max(id) FROM unnest($1::text[]) id)`,
-	}
+	anchorMarks  = marksOf("audit_anchor", "revision, hash")
+	summaryMarks = marksOf("review_summary", "version, ''")
 )
+
+// marksOf returns the statements that read table's marks: its review_id,
+// then cols (the revision and the hash).
+func marksOf(table, cols string) markQueries {
+	sel := `SELECT review_id, ` + cols + ` FROM `
+	return markQueries{
+		all:    sel + table,
+		lookup: sel + `unnest($1::text[]) AS m(id) JOIN ` + table + ` ON review_id = m.id`,
+		span: sel + table + ` WHERE review_id BETWEEN (SELECT min(id) FROM unnest($1::text[]) id)
+			AND (SELECT max(id) FROM unnest($1::text[]) id)`,
+	}
+}
 
 // spanFrom is how many reviews are read as a span of the table's key
 // rather than each looked up.
