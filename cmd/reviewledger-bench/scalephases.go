@@ -510,7 +510,7 @@ func (r *scaleRun) audit(ctx context.Context) error {
 	// The verify has just anchored every review: what autovacuum then does
 	// with those rows, done before the single reviews are timed, so that
 	// they time the command rather than the wake of that write (the first
-	// commands after it took 40-70 ms, against 20-30 after the vacuum).
+	// commands after it took 40-70 ms, against 19-33 after the vacuum).
 	start := time.Now()
 	if _, err := r.pool.Exec(ctx, `VACUUM (ANALYZE) audit_anchor`); err != nil {
 		return fmt.Errorf("vacuum the audit anchors: %w", err)
