@@ -13,3 +13,6 @@ const ReadAllSQL = readAllSQL
 
 // AppendMultiSQL is AppendMulti's statement, for a test of its plan.
 const AppendMultiSQL = appendMultiSQL
+
+// ReadStreamSQL is ReadStream's statement, for a test of its plan.
+const ReadStreamSQL = readStreamSQL

@@ -16,8 +16,9 @@ import (
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
-// partitioning are the migrations that partition the ledger.
-var partitioning = []int{2, 3, 4}
+// partitioning are the migrations that partition the ledger and index its
+// partitions by stream.
+var partitioning = []int{2, 3, 4, 5}
 
 // legacyAppendSQL is the append statement of the ledger before it was
 // partitioned: the events after the stream's last revision, read from the
@@ -131,5 +132,16 @@ func TestMigrateAnExistingLedger(t *testing.T) {
 	}
 	if used := checkLedger(t, legacy); used < 1 {
 		t.Fatalf("events in %d partitions", used)
+	}
+	// The partition that held events when 0005 ran keeps its (stream,
+	// revision) index; the ones still empty took the plain one.
+	for p, def := range streamIndexes(t, legacy) {
+		want := plainStreamIndex(p)
+		if p == "event_p0" {
+			want = "CREATE UNIQUE INDEX event_p0_stream_revision_key ON event_p0 USING btree (stream, revision)"
+		}
+		if def != want {
+			t.Errorf("partition %s indexes its streams by %q, want %q", p, def, want)
+		}
 	}
 }

@@ -69,12 +69,17 @@ func collectEvents(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
 	return events, rows.Err()
 }
 
+// readStreamSQL reads a stream's events from a revision on. Each partition
+// finds the stream's rows by its index on stream (migration 0005) and the
+// few of them are sorted by revision.
+const readStreamSQL = selectEvents + ` WHERE stream = $1 AND revision >= $2 ORDER BY revision`
+
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, from uint64) ([]eventstore.RecordedEvent, error) {
 	op := "read " + stream
 	var events []eventstore.RecordedEvent
 	err := s.read(ctx, func() (err error) {
-		rows, _ := s.pool.Query(ctx, selectEvents+` WHERE stream = $1 AND revision >= $2 ORDER BY revision`, stream, clamp(from))
+		rows, _ := s.pool.Query(ctx, readStreamSQL, stream, clamp(from))
 		events, err = collectEvents(rows)
 		return err
 	})

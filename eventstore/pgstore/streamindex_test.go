@@ -1,0 +1,122 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
+)
+
+// streamIndexes returns, for each partition of the ledger of pool, the
+// definition of its index by stream (without the schema): the plain one of
+// migration 0005 ("<p>_stream_idx") or the unique (stream, revision) of
+// 0001; a partition with both or neither is reported as such.
+func streamIndexes(t *testing.T, pool *pgxpool.Pool) map[string]string {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `SELECT p.name,
+			coalesce(string_agg(regexp_replace(pg_get_indexdef(i.indexrelid), ' ON \S+\.', ' ON '), '; '
+			ORDER BY i.indexrelid), 'none')
+		FROM event_partition p
+		LEFT JOIN pg_index i ON i.indrelid = p.name::regclass
+			AND i.indexrelid::regclass::text IN (p.name || '_stream_idx', p.name || '_stream_revision_key')
+		GROUP BY p.name`)
+	got := map[string]string{}
+	var name, def string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error {
+		got[name] = def
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// plainStreamIndex is the definition of 0005's index of partition p.
+func plainStreamIndex(p string) string {
+	return "CREATE INDEX " + p + "_stream_idx ON " + p + " USING btree (stream)"
+}
+
+// TestPartitionsIndexStreamsPlainly: every partition of a new ledger, and
+// each one created later, indexes its rows by stream alone, not unique; a
+// stream's read uses that index in every partition; and B-tree
+// deduplication makes it smaller than the (stream, revision) index it
+// replaces on the same rows (a review's events share one key).
+func TestPartitionsIndexStreamsPlainly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tinyPartitions(t, pool, 3000)
+	for _, sql := range []string{
+		`SELECT event_partitions_ensure(3)`,
+		`INSERT INTO event (stream, revision, id, type, data, metadata)
+			SELECT 'review-' || md5((g / 3)::text), g % 3, gen_random_uuid(), 'T', '\x7b7d', ''
+			FROM generate_series(0, 8999) AS g`,
+		`ANALYZE event`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexes := streamIndexes(t, pool)
+	if len(indexes) < 4 {
+		t.Fatalf("partitions %v, want at least 4", indexes)
+	}
+	for p, def := range indexes {
+		if def != plainStreamIndex(p) {
+			t.Errorf("partition %s indexes its streams by %q, want %q", p, def, plainStreamIndex(p))
+		}
+	}
+	if used := partitionsUsed(t, pool); used != 3 {
+		t.Fatalf("events in %d partitions, want 3", used)
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(explain(t, conn, pgstore.ReadStreamSQL, "review-"+md5Hex(t, conn, "7"), int64(1)), "\n")
+	for p := range indexes {
+		if !strings.Contains(plan, "on "+p+"_stream_idx") && !strings.Contains(plan, "using "+p+"_stream_idx") {
+			t.Errorf("plan:\n%s\nreads partition %s without its index by stream", plan, p)
+		}
+	}
+
+	// The same rows indexed as before 0005.
+	var part string
+	if err := pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM event GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	var plain, unique int64
+	if err := pool.QueryRow(ctx, `SELECT pg_relation_size($1::regclass)`, part+"_stream_idx").Scan(&plain); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE UNIQUE INDEX before_0005 ON `+part+` (stream, revision)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT pg_relation_size('before_0005')`).Scan(&unique); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: index by stream %d bytes, (stream, revision) %d", part, plain, unique)
+	if plain*4 > unique*3 {
+		t.Errorf("%s's index by stream is %d bytes, (stream, revision) %d: want it at most three quarters of it (deduplicated)", part, plain, unique)
+	}
+}
+
+// md5Hex returns the hex MD5 of s, as the test's stream names hold it.
+func md5Hex(t *testing.T, conn *pgxpool.Conn, s string) string {
+	t.Helper()
+	var h string
+	if err := conn.QueryRow(context.Background(), `SELECT md5($1)`, s).Scan(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
