@@ -76,7 +76,7 @@ bench-scale: build ## At scale: one ledger grown to 3,000,000 reviews through th
 	$(GO) run ./cmd/reviewledger-bench scale -bin $(BIN) $(BENCH_SCALE_FLAGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the request decoders, the review ID parser, the event decoders (canonical and compact) and the metadata scan briefly (FUZZTIME inputs each, default 20000x).
+fuzz: ## Fuzz the request decoders, the review ID parser, the event decoders (canonical and compact), the metadata scan and the binary metadata decoder briefly (FUZZTIME inputs each, default 20000x).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME) ./api/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzReviewIDPath$$' -fuzztime $(FUZZTIME) ./api/httpapi/
@@ -85,6 +85,7 @@ fuzz: ## Fuzz the request decoders, the review ID parser, the event decoders (ca
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStored$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./api/engine/provider/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanCompact$$' -fuzztime $(FUZZTIME) ./eventstore/ledger/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBinary$$' -fuzztime $(FUZZTIME) ./eventstore/ledger/
 
 .PHONY: fmt
 fmt: ## Format the code.

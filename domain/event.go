@@ -37,7 +37,8 @@ const (
 //   - 3: the bodies of the events every review writes are stored compact
 //     where their fields allow (EncodeStored; DecodeStored reads either
 //     form).
-const SchemaVersion = 3
+//   - 4: the event metadata is stored binary (the ledger's Metadata).
+const SchemaVersion = 4
 
 // Event is one fact in a review's history. Event bodies hold what a decision
 // record needs and never the reviewed content.

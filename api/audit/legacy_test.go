@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,20 @@ var legacyFixtures = []legacyFixture{
 	// digest, compact metadata, every body an object; with a failover, a
 	// shadow observation and a conflicting completion.
 	{dir: "legacy_v2", schema: 2},
+	// Schema 3 (release eb77e09): compact bodies, compact JSON metadata;
+	// the reviews of legacy_v2 written again by that release, each
+	// Submitted with a whole payload digest so its body is compact too.
+	{dir: "legacy_v3", schema: 3},
 }
+
+// compact reports whether the fixture's schema stores the bodies of the
+// events every review writes compact (schema 3 on).
+func (fx legacyFixture) compact() bool { return fx.schema >= 3 }
+
+// compactTypes are the events every review writes, whose bodies schema 3
+// stores compact (domain.EncodeStored); every other body is an object.
+var compactTypes = map[string]bool{domain.TypeSubmitted: true, domain.TypeAttemptStarted: true,
+	domain.TypeAttemptTimedOut: true, domain.TypeFindingReceived: true, domain.TypeEscalated: true}
 
 func legacyRecords(t *testing.T, fx legacyFixture) []eventstore.RecordedEvent {
 	t.Helper()
@@ -127,8 +141,21 @@ func checkLegacy(t *testing.T, fx legacyFixture, store eventstore.Store, pool *p
 			t.Errorf("%s: policy %+v (digest %q), want %+v (digest %q)", id, got.Policy, got.PolicyDigest, policies[id].policy, policies[id].digest)
 		}
 		for _, e := range h.Events {
-			if body, err := e.Body(); err != nil || !bytes.Equal(body, e.Data) {
+			body, err := e.Body()
+			if err != nil || !domain.IsCompact(e.Data) && !bytes.Equal(body, e.Data) {
 				t.Errorf("%s revision %d: body %s, %v; want it as stored, %s", id, e.Revision, body, err, e.Data)
+				continue
+			}
+			if domain.IsCompact(e.Data) {
+				// Shown canonical, it stores again as it was stored.
+				ev, err := domain.DecodeEvent(e.Type, body)
+				if err != nil || domain.IsCompact(body) {
+					t.Errorf("%s revision %d: canonical body %s, %v", id, e.Revision, body, err)
+					continue
+				}
+				if back, err := domain.EncodeStored(id, ev); err != nil || !bytes.Equal(back, e.Data) {
+					t.Errorf("%s revision %d: body %s stores as %s, %v; want %s", id, e.Revision, body, back, err, e.Data)
+				}
 			}
 		}
 		rv, err := l.Load(ctx, id)
@@ -175,7 +202,7 @@ func checkLegacy(t *testing.T, fx legacyFixture, store eventstore.Store, pool *p
 		t.Fatalf("a schema %d event on a schema %d chain: %v", domain.SchemaVersion, fx.schema, err)
 	}
 	if !fx.inline {
-		goesOnCompact(t, l, "cap-4")
+		goesOnCompact(t, l, fx, "cap-4")
 	}
 	sample(t, l, "after-upgrade")
 	rep, err = v.Verify(ctx, "")
@@ -185,9 +212,9 @@ func checkLegacy(t *testing.T, fx legacyFixture, store eventstore.Store, pool *p
 }
 
 // goesOnCompact records a finding on the pending review id of an earlier
-// schema: its body is stored compact, on the same hash chain as the
-// canonical ones before it, and /events shows it canonical.
-func goesOnCompact(t *testing.T, l *ledger.Ledger, id string) {
+// schema: its body is stored compact, on the same hash chain as the ones
+// before it (canonical before schema 3), and /events shows it canonical.
+func goesOnCompact(t *testing.T, l *ledger.Ledger, fx legacyFixture, id string) {
 	t.Helper()
 	ctx := context.Background()
 	rv, err := l.Load(ctx, id)
@@ -207,10 +234,10 @@ func goesOnCompact(t *testing.T, l *ledger.Ledger, id string) {
 		t.Fatal(err)
 	}
 	if err := h.Verify(); err != nil {
-		t.Fatalf("%s: a compact body on a chain of canonical ones: %v", id, err)
+		t.Fatalf("%s: a schema %d body on a chain of schema %d ones: %v", id, domain.SchemaVersion, fx.schema, err)
 	}
 	last := h.Events[len(h.Events)-1]
-	if !domain.IsCompact(last.Data) || domain.IsCompact(h.Events[0].Data) || last.Metadata.Schema != domain.SchemaVersion {
+	if !domain.IsCompact(last.Data) || domain.IsCompact(h.Events[0].Data) != fx.compact() || last.Metadata.Schema != domain.SchemaVersion {
 		t.Fatalf("%s: stored %s after %s (schema %d)", id, last.Data, h.Events[0].Data, last.Metadata.Schema)
 	}
 	body, err := last.Body()
@@ -257,7 +284,8 @@ type heldPolicy struct {
 
 // policiesOf reads from the fixture's stored bytes, by review, the policy
 // each Submitted holds inline or names by digest, checking that every
-// event's metadata is of the fixture's schema.
+// event's metadata is of the fixture's schema and that its body is
+// compact exactly when the schema stores it so.
 func policiesOf(t *testing.T, fx legacyFixture) map[string]heldPolicy {
 	t.Helper()
 	recs := legacyRecords(t, fx)
@@ -276,12 +304,15 @@ func policiesOf(t *testing.T, fx legacyFixture) map[string]heldPolicy {
 		if r.Type == ledger.TypePolicySnapshot {
 			continue
 		}
-		var m ledger.Metadata
-		if err := json.Unmarshal(r.Metadata, &m); err != nil || m.Schema != fx.schema {
+		m, err := ledger.DecodeMetadata(r.Metadata)
+		if err != nil || m.Schema != fx.schema {
 			t.Fatalf("fixture %s revision %d: schema %d %v, want %d", r.Stream, r.Revision, m.Schema, err, fx.schema)
 		}
-		if domain.IsCompact(r.Data) {
+		switch compact := domain.IsCompact(r.Data); {
+		case compact && !fx.compact():
 			t.Fatalf("fixture %s revision %d: a compact body in schema %d", r.Stream, r.Revision, fx.schema)
+		case compact != (fx.compact() && compactTypes[r.Type]):
+			t.Fatalf("fixture %s revision %d: a %s body %s in schema %d", r.Stream, r.Revision, r.Type, r.Data, fx.schema)
 		}
 		if r.Type != domain.TypeSubmitted {
 			continue
@@ -291,7 +322,16 @@ func policiesOf(t *testing.T, fx legacyFixture) map[string]heldPolicy {
 			Policy       domain.PolicySnapshot `json:"policy"`
 			PolicyDigest string                `json:"policy_digest"`
 		}
-		if err := json.Unmarshal(r.Data, &s); err != nil {
+		if domain.IsCompact(r.Data) {
+			// The review ID is the stream's, not the body's.
+			id, ok := strings.CutPrefix(r.Stream, "review-")
+			e, err := domain.DecodeStored(id, r.Type, r.Data)
+			sub, isSub := e.(domain.Submitted)
+			if !ok || err != nil || !isSub {
+				t.Fatalf("fixture %s revision %d: %T %v", r.Stream, r.Revision, e, err)
+			}
+			s.ReviewID, s.Policy, s.PolicyDigest = sub.ReviewID, sub.Policy, sub.PolicyDigest
+		} else if err := json.Unmarshal(r.Data, &s); err != nil {
 			t.Fatal(err)
 		}
 		switch {

@@ -22,30 +22,31 @@ import (
 // rechainSQL recomputes a review stream's hash chain in SQL from its
 // revision 0, as a database administrator who read ledger/chain.go could:
 // each hash is SHA-256 over the length-prefixed previous hash (hex),
-// stream, revision, type, actor and body, stored in the compact metadata of
-// schema 2 as unpadded base64url ("h").
+// stream, revision, type, actor and body, stored in the binary metadata of
+// schema 4 (ledger/binarymeta.go): a mark byte, the schema in one byte, the
+// hash's 32 bytes, the actor's length in one byte, the actor.
 const rechainSQL = `DO $$
 DECLARE
 	r    record;
 	prev text := '';
 	h    bytea;
 BEGIN
-	FOR r IN SELECT revision, type, data, convert_from(metadata, 'UTF8')::jsonb AS meta FROM event
+	FOR r IN SELECT revision, type, data, metadata AS meta FROM event
 		WHERE stream = '%[1]s' ORDER BY revision
 	LOOP
 		h := sha256(
 			pg_temp.part(convert_to(prev, 'UTF8')) || pg_temp.part(convert_to('%[1]s', 'UTF8')) ||
 			pg_temp.part(convert_to(r.revision::text, 'UTF8')) || pg_temp.part(convert_to(r.type, 'UTF8')) ||
-			pg_temp.part(convert_to(coalesce(r.meta->>'a', ''), 'UTF8')) || pg_temp.part(r.data));
-		UPDATE event SET metadata = convert_to(jsonb_set(r.meta, '{h}', to_jsonb(translate(rtrim(encode(h, 'base64'), '='), '+/', '-_')))::text, 'UTF8')
+			pg_temp.part(substring(r.meta from 36 for get_byte(r.meta, 34))) || pg_temp.part(r.data));
+		UPDATE event SET metadata = overlay(r.meta placing h from 3 for 32)
 			WHERE stream = '%[1]s' AND revision = r.revision;
 		prev := encode(h, 'hex');
 	END LOOP;
 END
 $$`
 
-// hexHashSQL is the hex hash of event e from its compact metadata.
-const hexHashSQL = `encode(decode(translate(convert_from(e.metadata, 'UTF8')::jsonb->>'h', '-_', '+/') || '=', 'base64'), 'hex')`
+// hexHashSQL is the hex hash of event e from its binary metadata.
+const hexHashSQL = `encode(substring(e.metadata from 3 for 32), 'hex')`
 
 // TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites: a review
 // rewritten in SQL, with its hash chain and its audit anchor recomputed,

@@ -11,7 +11,6 @@ package queuefeed
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -422,8 +421,7 @@ func (f *Feed) convert(ctx context.Context, recs []eventstore.RecordedEvent) ([]
 			f.Skipped.Add(1)
 			continue
 		}
-		var meta ledger.Metadata
-		_ = json.Unmarshal(r.Metadata, &meta) // the actor is informative
+		meta, _ := ledger.DecodeMetadata(r.Metadata) // the actor is informative
 		c := Change{Position: r.Position, ReviewID: id, Version: r.Revision, At: r.RecordedAt.UTC(), Actor: meta.Actor}
 		if !describe(&c, e) {
 			continue

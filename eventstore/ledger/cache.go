@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	storedjson "github.com/go-json-experiment/json/v1"
-
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 )
@@ -337,8 +335,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 	case len(recs) == 0 || recs[0].Revision != prev.Version():
 		return nil, errStale
 	}
-	var meta Metadata
-	if err := storedjson.Unmarshal(recs[0].Metadata, &meta); err != nil || meta.Hash != prev.head {
+	if meta, err := decodeMetadata(recs[0].Metadata); err != nil || meta.Hash != prev.head {
 		return nil, errStale
 	}
 	if len(recs) == 1 {
@@ -350,8 +347,8 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 		if err != nil {
 			return nil, fmt.Errorf("review %q revision %d: %w", prev.ID(), rec.Revision, err)
 		}
-		var m Metadata
-		if err := storedjson.Unmarshal(rec.Metadata, &m); err != nil {
+		m, err := decodeMetadata(rec.Metadata)
+		if err != nil {
 			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", prev.ID(), rec.Revision, err, domain.ErrCorruptHistory)
 		}
 		if !m.chainsOnto(next.head, rec) {

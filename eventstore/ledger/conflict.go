@@ -2,11 +2,8 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-
-	storedjson "github.com/go-json-experiment/json/v1"
 
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
@@ -53,7 +50,7 @@ func (l *Ledger) appendSide(ctx context.Context, stream string, e domain.Event, 
 		}
 		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, PrevHash: prev}
 		meta.Hash = chainHash(prev, stream, rev, e.EventType(), body, actor.Name)
-		mb, err := json.Marshal(meta)
+		mb, err := meta.Encode()
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
@@ -81,8 +78,8 @@ func (l *Ledger) sideHead(ctx context.Context, stream string) (eventstore.Expect
 		return eventstore.ExpectedRevision{}, 0, "", fmt.Errorf("read %s: %w", stream, err)
 	}
 	last := recs[len(recs)-1]
-	var meta Metadata
-	if err := storedjson.Unmarshal(last.Metadata, &meta); err != nil {
+	meta, err := decodeMetadata(last.Metadata)
+	if err != nil {
 		return eventstore.ExpectedRevision{}, 0, "", fmt.Errorf("%s revision %d: metadata: %v: %w", stream, last.Revision, err, domain.ErrCorruptHistory)
 	}
 	return eventstore.Exact(last.Revision), last.Revision + 1, meta.Hash, nil

@@ -240,7 +240,7 @@ func (l *Ledger) encode(snap *Snapshot, id string, actor Actor, events []domain.
 		}
 		meta := Metadata{Schema: domain.SchemaVersion, Actor: actor.Name, RequestID: actor.RequestID, TraceParent: actor.TraceParent, PrevHash: next.head}
 		meta.Hash = chainHash(meta.PrevHash, stream, rev, e.EventType(), body, actor.Name)
-		mb, err := json.Marshal(meta)
+		mb, err := meta.Encode()
 		if err != nil {
 			return nil, nil, fmt.Errorf("encode metadata: %w", err)
 		}

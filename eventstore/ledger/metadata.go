@@ -15,10 +15,11 @@ import (
 // Metadata is stored with every event.
 //
 // Schema 1 metadata is stored as {"schema","actor","request_id",
-// "traceparent","prev_hash","hash"}, both hashes in hex. Schema 2 and later
+// "traceparent","prev_hash","hash"}, both hashes in hex. Schemas 2 and 3
 // store it compact: {"v","a","r","t","h"}, the hash in unpadded base64url
 // and no prev_hash, which is the hash of the event before and is taken from
-// it on reading. The chain is the same in both: Hash is always the hex
+// it on reading. Schema 4 and later store the same fields binary
+// (appendBinary). The chain is the same in both: Hash is always the hex
 // SHA-256 of chainHash's input, which holds the previous hash in hex.
 type Metadata struct {
 	Schema      int
@@ -61,7 +62,8 @@ type storedMetadata struct {
 	H string `json:"h"`
 }
 
-// MarshalJSON stores m in the form of its schema.
+// MarshalJSON writes m as JSON: the stored form of schemas 1 to 3, and of
+// later schemas the compact form of 2 (what a reader of JSON is shown).
 func (m Metadata) MarshalJSON() ([]byte, error) {
 	if m.Schema < compactSchema {
 		return json.Marshal(metadataV1(m))
@@ -74,7 +76,8 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 		Hash: base64.RawURLEncoding.EncodeToString(raw)})
 }
 
-// UnmarshalJSON reads metadata of any schema (decodeMetadata).
+// UnmarshalJSON reads JSON metadata of any schema (decodeMetadata); the
+// stored binary form is read by DecodeMetadata.
 func (m *Metadata) UnmarshalJSON(b []byte) error {
 	d, err := decodeMetadata(b)
 	if err != nil {
@@ -84,9 +87,26 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// decodeMetadata reads stored metadata of any schema, with encoding/json's
-// semantics on the faster decoder the ledger reads events with.
+// Encode returns m in the stored form of its schema: binary from
+// binarySchema on, JSON before (MarshalJSON).
+func (m Metadata) Encode() ([]byte, error) {
+	if m.Schema >= binarySchema {
+		return appendBinary(make([]byte, 0, 48+len(m.Actor)+len(m.RequestID)+len(m.TraceParent)), m)
+	}
+	return json.Marshal(m)
+}
+
+// DecodeMetadata reads stored metadata of any schema: binary (schema 4 on)
+// or JSON (schemas 1 to 3).
+func DecodeMetadata(b []byte) (Metadata, error) { return decodeMetadata(b) }
+
+// decodeMetadata reads stored metadata of any schema, JSON with
+// encoding/json's semantics on the faster decoder the ledger reads events
+// with.
 func decodeMetadata(b []byte) (Metadata, error) {
+	if len(b) > 0 && b[0] == binaryMark {
+		return decodeBinary(b)
+	}
 	s, ok := scanCompact(b)
 	if !ok {
 		s = storedMetadata{}
