@@ -186,29 +186,17 @@ func TestReadAllMergesThePartitions(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	tinyPartitions(t, pool, 10000)
-	for _, sql := range []string{
+	execAll(t, pool,
 		`SELECT event_partitions_ensure(3)`,
 		// As appends write them, one transaction each.
 		`INSERT INTO event (xid, stream, revision, id, type, data, metadata)
 			SELECT (g + 3)::text::xid8, 's-' || (g % 1000), g / 1000, gen_random_uuid(), 'T', '\x7b7d', '' FROM generate_series(0, 29999) AS g`,
-		`ANALYZE event`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+		`ANALYZE event`)
 	var mid eventstore.Position
 	if err := pool.QueryRow(ctx, `SELECT xid::text::bigint, seq FROM event ORDER BY seq OFFSET 15000 LIMIT 1`).Scan(&mid.Commit, &mid.Prepare); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := planner(t, pool)
 	if used := partitionsUsed(t, pool); used != 3 {
 		t.Fatalf("events in %d partitions, want 3", used)
 	}

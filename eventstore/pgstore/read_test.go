@@ -108,20 +108,37 @@ func TestReadsInEitherFormat(t *testing.T) {
 // of every event: 450 ms at a million reviews). The plan is checked with
 // sequential scans off, as a large table would plan it.
 func TestHeadReadsTheEndOfTheIndex(t *testing.T) {
-	ctx := context.Background()
 	pool := dbtest.Pool(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := planner(t, pool)
 	checkMergedScans(t, conn, explain(t, conn, pgstore.HeadSQL), "Index Only Scan Backward using {p}_pkey on {p} ")
 }
 
 // explain returns the lines of the plan of sql with args, costs left out.
+// planner returns a connection of pool with sequential scans off, as a
+// large table would plan its statements, released when t ends.
+func planner(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(context.Background(), `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// execAll runs each statement on pool in turn.
+func execAll(t *testing.T, pool *pgxpool.Pool, statements ...string) {
+	t.Helper()
+	for _, sql := range statements {
+		if _, err := pool.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 func explain(t *testing.T, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, sql string, args ...any) []string {

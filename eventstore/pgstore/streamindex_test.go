@@ -51,17 +51,12 @@ func TestPartitionsIndexStreamsPlainly(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	tinyPartitions(t, pool, 3000)
-	for _, sql := range []string{
+	execAll(t, pool,
 		`SELECT event_partitions_ensure(3)`,
 		`INSERT INTO event (stream, revision, id, type, data, metadata)
 			SELECT 'review-' || md5((g / 3)::text), g % 3, gen_random_uuid(), 'T', '\x7b7d', ''
 			FROM generate_series(0, 8999) AS g`,
-		`ANALYZE event`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+		`ANALYZE event`)
 	indexes := streamIndexes(t, pool)
 	if len(indexes) < 4 {
 		t.Fatalf("partitions %v, want at least 4", indexes)
@@ -75,14 +70,7 @@ func TestPartitionsIndexStreamsPlainly(t *testing.T) {
 		t.Fatalf("events in %d partitions, want 3", used)
 	}
 
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := planner(t, pool)
 	plan := strings.Join(explain(t, conn, pgstore.ReadStreamSQL, "review-"+md5Hex(t, conn, "7"), int64(1)), "\n")
 	for p := range indexes {
 		if !strings.Contains(plan, "on "+p+"_stream_idx") && !strings.Contains(plan, "using "+p+"_stream_idx") {
