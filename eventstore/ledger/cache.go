@@ -335,7 +335,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 	case len(recs) == 0 || recs[0].Revision != prev.Version():
 		return nil, errStale
 	}
-	if meta, err := decodeMetadata(recs[0].Metadata); err != nil || meta.Hash != prev.head {
+	if meta, err := DecodeMetadata(recs[0].Metadata); err != nil || meta.Hash != prev.head {
 		return nil, errStale
 	}
 	if len(recs) == 1 {
@@ -347,7 +347,7 @@ func (l *Ledger) refresh(ctx context.Context, prev *Snapshot) (*Snapshot, error)
 		if err != nil {
 			return nil, fmt.Errorf("review %q revision %d: %w", prev.ID(), rec.Revision, err)
 		}
-		m, err := decodeMetadata(rec.Metadata)
+		m, err := DecodeMetadata(rec.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("review %q revision %d: metadata: %v: %w", prev.ID(), rec.Revision, err, domain.ErrCorruptHistory)
 		}

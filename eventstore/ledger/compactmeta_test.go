@@ -47,7 +47,7 @@ func TestScanCompactReadsWhatIsWritten(t *testing.T) {
 		if _, ok := scanCompact(b); !ok {
 			t.Errorf("%s: not scanned", b)
 		}
-		got, err := decodeMetadata(b)
+		got, err := DecodeMetadata(b)
 		if err != nil || got != m {
 			t.Errorf("%s: read %+v, %v; want %+v", b, got, err, m)
 		}

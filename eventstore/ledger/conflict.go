@@ -78,7 +78,7 @@ func (l *Ledger) sideHead(ctx context.Context, stream string) (eventstore.Expect
 		return eventstore.ExpectedRevision{}, 0, "", fmt.Errorf("read %s: %w", stream, err)
 	}
 	last := recs[len(recs)-1]
-	meta, err := decodeMetadata(last.Metadata)
+	meta, err := DecodeMetadata(last.Metadata)
 	if err != nil {
 		return eventstore.ExpectedRevision{}, 0, "", fmt.Errorf("%s revision %d: metadata: %v: %w", stream, last.Revision, err, domain.ErrCorruptHistory)
 	}

@@ -386,7 +386,7 @@ func (l *Ledger) entry(ctx context.Context, id string, rec eventstore.RecordedEv
 	if err != nil {
 		return Entry{}, err
 	}
-	meta, err := decodeMetadata(rec.Metadata)
+	meta, err := DecodeMetadata(rec.Metadata)
 	if err != nil {
 		return Entry{}, fmt.Errorf("metadata: %v: %w", err, domain.ErrCorruptHistory)
 	}

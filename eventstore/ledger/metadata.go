@@ -19,7 +19,7 @@ import (
 // store it compact: {"v","a","r","t","h"}, the hash in unpadded base64url
 // and no prev_hash, which is the hash of the event before and is taken from
 // it on reading. Schema 4 and later store the same fields binary
-// (appendBinary). The chain is the same in both: Hash is always the hex
+// (appendBinary). The chain is the same in every form: Hash is always the hex
 // SHA-256 of chainHash's input, which holds the previous hash in hex.
 type Metadata struct {
 	Schema      int
@@ -76,10 +76,10 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 		Hash: base64.RawURLEncoding.EncodeToString(raw)})
 }
 
-// UnmarshalJSON reads JSON metadata of any schema (decodeMetadata); the
-// stored binary form is read by DecodeMetadata.
+// UnmarshalJSON reads JSON metadata of any schema (DecodeMetadata, which
+// reads the stored binary form as well).
 func (m *Metadata) UnmarshalJSON(b []byte) error {
-	d, err := decodeMetadata(b)
+	d, err := DecodeMetadata(b)
 	if err != nil {
 		return err
 	}
@@ -97,13 +97,9 @@ func (m Metadata) Encode() ([]byte, error) {
 }
 
 // DecodeMetadata reads stored metadata of any schema: binary (schema 4 on)
-// or JSON (schemas 1 to 3).
-func DecodeMetadata(b []byte) (Metadata, error) { return decodeMetadata(b) }
-
-// decodeMetadata reads stored metadata of any schema, JSON with
-// encoding/json's semantics on the faster decoder the ledger reads events
-// with.
-func decodeMetadata(b []byte) (Metadata, error) {
+// or JSON (schemas 1 to 3), the JSON with encoding/json's semantics on the
+// faster decoder the ledger reads events with.
+func DecodeMetadata(b []byte) (Metadata, error) {
 	if len(b) > 0 && b[0] == binaryMark {
 		return decodeBinary(b)
 	}
