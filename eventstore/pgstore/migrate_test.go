@@ -17,8 +17,8 @@ import (
 )
 
 // partitioning are the migrations that partition the ledger and index its
-// partitions by stream.
-var partitioning = []int{2, 3, 4, 5}
+// partitions by stream and by xid.
+var partitioning = []int{2, 3, 4, 5, 6}
 
 // legacyAppendSQL is the append statement of the ledger before it was
 // partitioned: the events after the stream's last revision, read from the
@@ -144,4 +144,11 @@ func TestMigrateAnExistingLedger(t *testing.T) {
 			t.Errorf("partition %s indexes its streams by %q, want %q", p, def, want)
 		}
 	}
+	// The ledger held events when 0006 ran: it keeps its primary key (xid,
+	// seq), in every partition, those created since included.
+	execAll(t, legacy, `SELECT event_partitions_ensure(4)`)
+	if !hasPrimaryKey(t, legacy) {
+		t.Error("the ledger with events lost its primary key in 0006")
+	}
+	checkOrderIndexes(t, legacy, primaryKey)
 }

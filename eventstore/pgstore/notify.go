@@ -124,7 +124,7 @@ func (s *Store) WaitForEvents(ctx context.Context, pos eventstore.Position) erro
 	// The first event after pos tells both: whether there is one
 	// (pending), and whether it is readable yet (ready): being first, its
 	// transaction ID is the smallest, so if it is held back every later
-	// one is. One probe of the (xid, seq) index, whatever plan the server
+	// one is. One probe of the index on xid, whatever plan the server
 	// caches for the statement.
 	var ready, pending bool
 	err := s.pool.QueryRow(ctx, `SELECT `+readable+` FROM event WHERE `+after+` ORDER BY xid, seq LIMIT 1`,

@@ -112,8 +112,11 @@ const readable = `xid < pg_snapshot_xmin(pg_current_snapshot())`
 // after selects rows sorting after the position ($1, $2).
 const after = `(xid, seq) > ($1::text::xid8, $2::bigint)`
 
-// readAllSQL reads the global order after a position: a range scan of the
-// primary key (xid, seq) of each partition, merged in its order.
+// readAllSQL reads the global order after a position: a range scan of each
+// partition's index on xid from the position's xid on (migration 0006),
+// merged in xid order, each transaction's rows sorted by seq (an
+// incremental sort; a ledger upgraded with events may still scan its
+// primary key (xid, seq) instead, docs/operations.md).
 const readAllSQL = selectEvents + ` WHERE ` + after + ` AND ` + readable + ` ORDER BY event.xid, event.seq LIMIT $3`
 
 // ReadAll implements eventstore.Store.
@@ -202,8 +205,8 @@ func clamp(n uint64) int64 {
 
 func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
 
-// headSQL reads the last readable position from the end of the primary
-// key. Its ORDER BY names the table's columns: a bare "xid" would be the
+// headSQL reads the last readable position from the end of each
+// partition's index on xid, sorting the last transaction's rows. Its ORDER BY names the table's columns: a bare "xid" would be the
 // output column of the same name, the bigint cast, which no index orders,
 // and the head would cost a sort of the whole table.
 const headSQL = `SELECT xid::text::bigint, seq FROM event WHERE ` + readable + ` ORDER BY event.xid DESC, event.seq DESC LIMIT 1`
