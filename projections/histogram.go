@@ -1,6 +1,12 @@
 package projections
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Histograms count durations in fixed log-spaced buckets: bucket 0 holds
 // everything up to 1 ms, bucket b (1 ≤ b < numBuckets-1) the durations in
@@ -94,4 +100,40 @@ func ratioOrNil(a, b int64) *float64 {
 		return nil
 	}
 	return ptr(float64(a) / float64(b))
+}
+
+// A histogram table holds one row a histogram (migrations 0027, 0061): its
+// key columns, then buckets (the bucket numbers that counted, ascending)
+// and counts (the count of each, at the same index).
+
+// histogramRows is the FROM item of a histogram table's rows, one a bucket
+// that counted, as the columns bucket and n beside the table's own.
+func histogramRows(table string) string {
+	return table + `, unnest(` + table + `.buckets, ` + table + `.counts) AS u(bucket, n)`
+}
+
+// histogramColumn is a key column of a histogram table and its type.
+type histogramColumn struct{ name, typ string }
+
+// queueHistograms adds counts to the histograms of table: the i-th count
+// goes to bucket buckets[i] of the histogram keyed by the i-th value of
+// each of keys (one slice a column of cols, in order), which must not
+// repeat a bucket of a key. Each histogram is one upsert, its buckets
+// added to the stored ones by histogram_add.
+func queueHistograms(batch *pgx.Batch, table string, cols []histogramColumn, keys []any, buckets []int16, counts []int64) {
+	names := make([]string, len(cols))
+	params := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
+		params[i] = fmt.Sprintf("$%d::%s[]", i+1, c.typ)
+	}
+	key := strings.Join(names, ", ")
+	n := len(cols)
+	batch.Queue(`INSERT INTO `+table+` AS h (`+key+`, buckets, counts)
+		SELECT `+key+`, array_agg(b ORDER BY b), array_agg(n::integer ORDER BY b)
+		FROM unnest(`+strings.Join(params, ", ")+fmt.Sprintf(", $%d::smallint[], $%d::bigint[]", n+1, n+2)+`) AS x(`+key+`, b, n)
+		GROUP BY `+key+`
+		ON CONFLICT (`+key+`) DO UPDATE SET (buckets, counts) =
+			(SELECT * FROM histogram_add(h.buckets, h.counts, EXCLUDED.buckets, EXCLUDED.counts))`,
+		append(keys, buckets, counts)...)
 }

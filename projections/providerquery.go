@@ -113,7 +113,7 @@ func (db *DB) providerSLO(ctx context.Context, window time.Duration, class, prov
 		if err := scanProviderCounts(ctx, tx, args, func(c, p string, v *providerCounts) { *get(c, p).counts = *v }); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT content_class, provider, kind, bucket, sum(n)::bigint FROM provider_latency
+		rows, err := tx.Query(ctx, `SELECT content_class, provider, kind, bucket, sum(n)::bigint FROM `+histogramRows("provider_latency")+`
 			WHERE `+providerWhere+` GROUP BY 1, 2, 3, 4`, args...)
 		if err != nil {
 			return err

@@ -38,7 +38,10 @@ const Providers = "providers"
 const ShadowHorizon = 10 * time.Minute
 
 func (providersProjection) name() string { return Providers }
-func (providersProjection) version() int { return 1 }
+
+// version 2: the latency histograms one row each, not one row a bucket
+// (migration 0061).
+func (providersProjection) version() int { return 2 }
 func (providersProjection) tables() []string {
 	return []string{"provider_open", "provider_minute", "provider_latency", "provider_confusion"}
 }
@@ -469,10 +472,9 @@ func writeProviderCounts(ctx context.Context, tx pgx.Tx, t tableSet, delta *prov
 			ats, cls, ps, kinds = append(ats, k.minute), append(cls, k.class), append(ps, k.provider), append(kinds, k.kind)
 			buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
 		}
-		batch.Queue(`INSERT INTO `+t.name("provider_latency")+` AS h (minute, content_class, provider, kind, bucket, n)
-			SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::bigint[])
-			ON CONFLICT (minute, content_class, provider, kind, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
-			ats, cls, ps, kinds, buckets, ns)
+		queueHistograms(batch, t.name("provider_latency"),
+			[]histogramColumn{{"minute", "timestamptz"}, {"content_class", "text"}, {"provider", "text"}, {"kind", "text"}},
+			[]any{ats, cls, ps, kinds}, buckets, ns)
 	}
 	if len(delta.confusion) > 0 {
 		var (

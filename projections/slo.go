@@ -29,8 +29,9 @@ func (sloProjection) name() string { return SLO }
 // was one bucket lower when its events came together).
 //
 // version 5: hourly rollups (slo_hour, slo_latency_hour, slo_attempt_hour,
-// slo_conflict_hour) beside the minutes, which long windows read.
-func (sloProjection) version() int { return 5 }
+// slo_conflict_hour) beside the minutes, which long windows read. version
+// 6: the histograms one row each, not one row a bucket (migration 0027).
+func (sloProjection) version() int { return 6 }
 func (sloProjection) tables() []string {
 	return []string{"slo_open", "slo_minute", "slo_latency", "slo_attempt", "slo_conflict", "slo_queue",
 		"slo_hour", "slo_latency_hour", "slo_attempt_hour", "slo_conflict_hour"}
@@ -411,16 +412,11 @@ func queueBuckets(batch *pgx.Batch, table, col string, m map[bucketKey]int64, wi
 		buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
 	}
 	if !withOutcome {
-		batch.Queue(`INSERT INTO `+table+` AS h (content_class, `+col+`, bucket, n)
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::smallint[], $4::bigint[])
-			ON CONFLICT (content_class, `+col+`, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
-			cls, ats, buckets, ns)
+		queueHistograms(batch, table, []histogramColumn{{"content_class", "text"}, {col, "timestamptz"}}, []any{cls, ats}, buckets, ns)
 		return
 	}
-	batch.Queue(`INSERT INTO `+table+` AS h (content_class, `+col+`, outcome, bucket, n)
-		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::smallint[], $5::bigint[])
-		ON CONFLICT (content_class, `+col+`, outcome, bucket) DO UPDATE SET n = h.n + EXCLUDED.n`,
-		cls, ats, outcomes, buckets, ns)
+	queueHistograms(batch, table, []histogramColumn{{"content_class", "text"}, {col, "timestamptz"}, {"outcome", "text"}},
+		[]any{cls, ats, outcomes}, buckets, ns)
 }
 
 // queueConflicts adds the conflicting completions of m to table.

@@ -116,7 +116,7 @@ func (db *DB) slo(ctx context.Context, window time.Duration, class string, now t
 		// One read of the latency rows: per class and bucket, the classes'
 		// concluded reviews and the histogram summed from them.
 		rows, err = tx.Query(ctx, `SELECT content_class, bucket, sum(n)
-			FROM `+spanRows("content_class, bucket, n", "slo_latency", "slo_latency_hour")+`
+			FROM `+spanRows("content_class, bucket, n", histogramRows("slo_latency"), histogramRows("slo_latency_hour"))+`
 			GROUP BY content_class, bucket`, span.args(class)...)
 		if err != nil {
 			return err
@@ -217,7 +217,7 @@ func (db *DB) attemptServiceTimes(ctx context.Context, class string, window time
 		return nil, err
 	}
 	rows, err := db.pool.Query(ctx, `SELECT content_class, outcome, bucket, sum(n)
-		FROM `+spanRows("content_class, outcome, bucket, n", "slo_attempt", "slo_attempt_hour")+`
+		FROM `+spanRows("content_class, outcome, bucket, n", histogramRows("slo_attempt"), histogramRows("slo_attempt_hour"))+`
 		GROUP BY content_class, outcome, bucket ORDER BY content_class`, db.spanOf(from, now).args(class)...)
 	if err != nil {
 		return nil, storeerr.Wrap(ctx, "attempt service times", err)

@@ -240,7 +240,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT `+stepOf+`, content_class, bucket, sum(n)
-			FROM `+g.latency+` WHERE `+classWhere+` GROUP BY 1, 2, 3`, args...)
+			FROM `+histogramRows(g.latency)+` WHERE `+classWhere+` GROUP BY 1, 2, 3`, args...)
 		if err != nil {
 			return err
 		}
