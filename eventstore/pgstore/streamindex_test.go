@@ -15,18 +15,26 @@ import (
 )
 
 // streamIndexes returns, for each partition of the ledger of pool, the
-// definition of its index by stream (without the schema): the plain one of
-// migration 0005 ("<p>_stream_idx") or the unique (stream, revision) of
-// 0001; a partition with both or neither is reported as such.
+// definition of its index by stream: the plain one of migration 0005
+// ("<p>_stream_idx") or the unique (stream, revision) of 0001; a
+// partition with both or neither is reported as such.
 func streamIndexes(t *testing.T, pool *pgxpool.Pool) map[string]string {
+	t.Helper()
+	return partitionIndexes(t, pool, "_stream_idx", "_stream_revision_key")
+}
+
+// partitionIndexes returns, for each partition p of the ledger of pool,
+// the definitions (without the schema) of its indexes named p followed by
+// one of suffixes, joined by "; " in name order, or "none".
+func partitionIndexes(t *testing.T, pool *pgxpool.Pool, suffixes ...string) map[string]string {
 	t.Helper()
 	rows, _ := pool.Query(context.Background(), `SELECT p.name,
 			coalesce(string_agg(regexp_replace(pg_get_indexdef(i.indexrelid), ' ON \S+\.', ' ON '), '; '
-			ORDER BY i.indexrelid), 'none')
+			ORDER BY i.indexrelid::regclass::text), 'none')
 		FROM event_partition p
 		LEFT JOIN pg_index i ON i.indrelid = p.name::regclass
-			AND i.indexrelid::regclass::text IN (p.name || '_stream_idx', p.name || '_stream_revision_key')
-		GROUP BY p.name`)
+			AND i.indexrelid::regclass::text IN (SELECT p.name || s FROM unnest($1::text[]) AS s)
+		GROUP BY p.name`, suffixes)
 	got := map[string]string{}
 	var name, def string
 	if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error {

@@ -15,27 +15,12 @@ import (
 )
 
 // orderIndexes returns, for each partition of the ledger of pool, the
-// definitions of its indexes on xid (without the schema): the plain one of
+// definitions of its indexes of the global order: the plain one on xid of
 // migration 0006 ("<p>_xid_idx") and the primary key (xid, seq) of 0001
-// ("<p>_pkey"), joined by "; ", or "none".
+// ("<p>_pkey").
 func orderIndexes(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	t.Helper()
-	rows, _ := pool.Query(context.Background(), `SELECT p.name,
-			coalesce(string_agg(regexp_replace(pg_get_indexdef(i.indexrelid), ' ON \S+\.', ' ON '), '; '
-			ORDER BY i.indexrelid::regclass::text), 'none')
-		FROM event_partition p
-		LEFT JOIN pg_index i ON i.indrelid = p.name::regclass
-			AND i.indexrelid::regclass::text IN (p.name || '_xid_idx', p.name || '_pkey')
-		GROUP BY p.name`)
-	got := map[string]string{}
-	var name, def string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error {
-		got[name] = def
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return partitionIndexes(t, pool, "_pkey", "_xid_idx")
 }
 
 // xidIndex is the definition of 0006's index of partition p; primaryKey
