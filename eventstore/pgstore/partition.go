@@ -63,7 +63,7 @@ type Partition struct {
 }
 
 // Partitions lists the partitions of the ledger in seq order. It counts
-// each one's rows, so it reads every partition's primary key once.
+// each one's rows, so it reads every partition's index once.
 func Partitions(ctx context.Context, pool *pgxpool.Pool) ([]Partition, error) {
 	rows, _ := pool.Query(ctx, `SELECT name, coalesce(lower, 0), lower IS NULL, upper, detaching
 		FROM event_partition ORDER BY upper`)

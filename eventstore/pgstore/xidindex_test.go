@@ -101,13 +101,15 @@ func TestPartitionsIndexTheirXid(t *testing.T) {
 	}
 }
 
-// TestConvertAnExistingLedgerOnline follows docs/operations.md, "Upgrading
-// to the index on xid", on a ledger that held events when 0006 ran (and so
-// kept its primary key): each partition's index on xid built concurrently,
-// the primary key dropped, then the index built for the partitions created
-// in between (with a primary key, which went with the parent's). Every
-// partition then indexes xid alone, including those created afterwards,
-// and the ledger reads as it did.
+// TestConvertAnExistingLedgerOnline runs the statements of
+// docs/operations.md, "Upgrading to the index on xid", on a ledger that
+// held events when 0006 ran (and so kept its primary key): each
+// partition's index on xid built concurrently; the check of step 2, which
+// lists the partitions created since (without the index) until step 1
+// runs again; the primary key dropped under the partitions' lock; step 1
+// again for the partitions created after the check (with a primary key,
+// which went with the parent's). Every partition then indexes xid alone,
+// including those created afterwards, and the ledger reads as it did.
 func TestConvertAnExistingLedgerOnline(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
@@ -134,21 +136,55 @@ func TestConvertAnExistingLedgerOnline(t *testing.T) {
 	checkOrderIndexes(t, pool, primaryKey)
 	before := readAll(t, s, eventstore.Start, 150)
 
-	convert := func() {
+	names := func(sql string) []string {
 		t.Helper()
-		rows, _ := pool.Query(ctx, `SELECT name FROM event_partition`)
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		rows, _ := pool.Query(ctx, sql)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range names {
-			execAll(t, pool, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+p+`_xid_idx ON `+p+` (xid)`)
+		return got
+	}
+	step1 := func() {
+		t.Helper()
+		for _, stmt := range names(`SELECT format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON %I (xid)', name || '_xid_idx', name)
+			FROM event_partition WHERE NOT detaching`) {
+			execAll(t, pool, stmt)
 		}
 	}
-	convert()
+	step2 := func() []string {
+		t.Helper()
+		return names(`SELECT p.name FROM event_partition p
+			WHERE NOT p.detaching AND NOT EXISTS (SELECT 1 FROM pg_index i
+				WHERE i.indexrelid = to_regclass(p.name || '_xid_idx') AND i.indisvalid)`)
+	}
+	step1()
+	if missing := step2(); len(missing) != 0 {
+		t.Fatalf("step 2 lists %v right after step 1, want none", missing)
+	}
 	execAll(t, pool, `SELECT event_partitions_ensure(5)`) // as appends would, meanwhile
-	execAll(t, pool, `ALTER TABLE event DROP CONSTRAINT event_pkey`)
-	convert()
+	if missing := step2(); len(missing) == 0 {
+		t.Fatal("step 2 lists none of the partitions created after step 1")
+	}
+	step1()
+	if missing := step2(); len(missing) != 0 {
+		t.Fatalf("step 2 lists %v after step 1 ran again, want none", missing)
+	}
+	execAll(t, pool, `SELECT event_partitions_ensure(8)`)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`SET LOCAL lock_timeout = '2s'`, `SELECT pg_advisory_xact_lock(x'726c706172746e73'::bigint)`,
+		`ALTER TABLE event DROP CONSTRAINT event_pkey`} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step1()
 	checkOrderIndexes(t, pool, xidIndex)
 
 	write(50)
