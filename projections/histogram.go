@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -135,5 +136,5 @@ func queueHistograms(batch *pgx.Batch, table string, cols []histogramColumn, key
 		GROUP BY `+key+`
 		ON CONFLICT (`+key+`) DO UPDATE SET (buckets, counts) =
 			(SELECT * FROM histogram_add(h.buckets, h.counts, EXCLUDED.buckets, EXCLUDED.counts))`,
-		append(keys, buckets, counts)...)
+		append(slices.Clip(keys), buckets, counts)...)
 }

@@ -411,12 +411,11 @@ func queueBuckets(batch *pgx.Batch, table, col string, m map[bucketKey]int64, wi
 		cls, ats, outcomes = append(cls, k.class), append(ats, k.minute), append(outcomes, k.outcome)
 		buckets, ns = append(buckets, int16(k.bucket)), append(ns, n)
 	}
-	if !withOutcome {
-		queueHistograms(batch, table, []histogramColumn{{"content_class", "text"}, {col, "timestamptz"}}, []any{cls, ats}, buckets, ns)
-		return
+	cols, keys := []histogramColumn{{"content_class", "text"}, {col, "timestamptz"}}, []any{cls, ats}
+	if withOutcome {
+		cols, keys = append(cols, histogramColumn{"outcome", "text"}), append(keys, outcomes)
 	}
-	queueHistograms(batch, table, []histogramColumn{{"content_class", "text"}, {col, "timestamptz"}, {"outcome", "text"}},
-		[]any{cls, ats, outcomes}, buckets, ns)
+	queueHistograms(batch, table, cols, keys, buckets, ns)
 }
 
 // queueConflicts adds the conflicting completions of m to table.

@@ -103,18 +103,17 @@ func TestReadsInEitherFormat(t *testing.T) {
 }
 
 // TestHeadReadsTheEndOfTheIndex: Head reads from the end of the index on
-// xid of each partition, merged, sorting the last transaction's rows by seq,
-// not a sort of the table (a bare
-// "ORDER BY xid" named the output column, the bigint cast, and cost a sort
-// of every event: 450 ms at a million reviews). The plan is checked with
-// sequential scans off, as a large table would plan it.
+// xid of each partition, merged, sorting the last transaction's rows by
+// seq, not a sort of the table (a bare "ORDER BY xid" named the output
+// column, the bigint cast, and cost a sort of every event: 450 ms at a
+// million reviews). The plan is checked with sequential scans off, as a
+// large table would plan it.
 func TestHeadReadsTheEndOfTheIndex(t *testing.T) {
 	pool := dbtest.Pool(t)
 	conn := planner(t, pool)
 	checkMergedScans(t, conn, explain(t, conn, pgstore.HeadSQL), "Index Scan Backward using {p}_xid_idx on {p} ")
 }
 
-// explain returns the lines of the plan of sql with args, costs left out.
 // planner returns a connection of pool with sequential scans off, as a
 // large table would plan its statements, released when t ends.
 func planner(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
@@ -140,6 +139,7 @@ func execAll(t *testing.T, pool *pgxpool.Pool, statements ...string) {
 	}
 }
 
+// explain returns the lines of the plan of sql with args, costs left out.
 func explain(t *testing.T, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, sql string, args ...any) []string {
