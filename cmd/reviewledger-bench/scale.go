@@ -197,8 +197,8 @@ func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
 
 // phases measures, in order: the growth, the catch-up and the bytes, end
 // to end at the empty ledger and at N, the queries, the purge, the steady
-// load, the rebuild (and its equality with the live read models) and the
-// audit.
+// load, the rebuild (and its equality with the live read models), the
+// audit and the bytes again, with the anchors the audit left.
 func (r *scaleRun) phases(ctx context.Context) error {
 	if err := r.grow(ctx); err != nil {
 		return err
@@ -224,6 +224,9 @@ func (r *scaleRun) phases(ctx context.Context) error {
 		return err
 	}
 	if err := r.audit(ctx); err != nil {
+		return err
+	}
+	if err := r.bytesAudited(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(r.out, "checks passed: %s\n", strings.Join(r.checks, "; "))

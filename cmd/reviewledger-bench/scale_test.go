@@ -78,6 +78,8 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 		`  VACUUM \(ANALYZE\) audit_anchor after it +[\d.]+m?s$`,
 		`audit verify --review ID \(the whole command\) +p99 [\d.]+ms over 3 reviews +< 50.0ms +` + verdict,
 		`  of which the process \(reviewledger version\) +p99 [\d.]+ms, median [\d.]+ms$`,
+		`bytes per review on disk after audit verify, content excluded +\d+ B .*<= 1200 B +` + verdict,
+		`  audit_anchor +\d+ B/review`,
 	} {
 		if !regexp.MustCompile(`(?m)^` + figure).MatchString(text) {
 			t.Errorf("no line matching %q", figure)
