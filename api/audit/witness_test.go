@@ -2,12 +2,17 @@ package audit_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reviewledger/reviewledger/api/audit"
+	"github.com/reviewledger/reviewledger/migrations"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -19,7 +24,7 @@ func TestWitnessMarksOfManyAndOfFew(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	for _, sql := range []string{
-		`INSERT INTO audit_anchor (review_id, revision, hash, anchored_at) SELECT format('r%s', lpad(g::text, 4, '0')), g, 'h' || g, now() FROM generate_series(0, 2999) g`,
+		`INSERT INTO audit_anchor (review_id, revision, hash, anchored_at) SELECT format('r%s', lpad(g::text, 4, '0')), g, sha256(g::text::bytea), now() FROM generate_series(0, 2999) g`,
 		`INSERT INTO review_summary (review_id, content_class, state, attempts, version, submitted_at, deadline, human_gate, updated_at)
 			SELECT format('r%s', lpad(g::text, 4, '0')), 'caption_suggestion', 'accepted', 1, g, now(), now(), false, now() FROM generate_series(0, 2999) g`,
 	} {
@@ -49,10 +54,61 @@ func TestWitnessMarksOfManyAndOfFew(t *testing.T) {
 			if _, err := fmt.Sscanf(known[0], "r%d", &rev); err != nil || got[known[0]].Revision != rev {
 				t.Fatalf("%s: mark of %s: %+v", w.Name(), known[0], got[known[0]])
 			}
+			// An anchor's hash is stored as its bytes and read as hex.
+			if sum := sha256.Sum256(fmt.Append(nil, rev)); w.Name() == "audit anchor" && got[known[0]].Hash != hex.EncodeToString(sum[:]) {
+				t.Fatalf("%s: hash of %s: %q, want the hex of its 32 bytes", w.Name(), known[0], got[known[0]].Hash)
+			}
 		}
 		all, err := w.Marks(ctx, nil)
 		if err != nil || len(all) != 3000 {
 			t.Fatalf("%s: marks of every review: %d, %v; want 3000", w.Name(), len(all), err)
 		}
+	}
+}
+
+// Anchors written before migration 0033 (hashes as hex text) read the same
+// after it, which stores them as their bytes; and the table refuses a hash
+// that is not 32 bytes.
+func TestAnchorsKeepTheirHashesThroughMigration0033(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.PoolWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.RuntimeParams["search_path"] = "before" })
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA before`); err != nil {
+		t.Fatal(err)
+	}
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []migrations.Migration
+	for _, m := range all {
+		if m.Version >= 33 {
+			later = append(later, m)
+			continue
+		}
+		if _, err := pool.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%04d_%s: %v", m.Version, m.Name, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash, anchored_at)
+		SELECT 'r' || g, g, encode(sha256(g::text::bytea), 'hex'), now() FROM generate_series(1, 100) g`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range later {
+		if _, err := pool.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%04d_%s: %v", m.Version, m.Name, err)
+		}
+	}
+	got, err := audit.PGAnchors{Pool: pool}.Marks(ctx, nil)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("marks after the migration: %d, %v; want 100", len(got), err)
+	}
+	for i := 1; i <= 100; i++ {
+		sum := sha256.Sum256(fmt.Append(nil, i))
+		if m := got[fmt.Sprint("r", i)]; m.Revision != uint64(i) || m.Hash != hex.EncodeToString(sum[:]) {
+			t.Fatalf("r%d: %+v, want revision %d and hash %x", i, m, i, sum)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash, anchored_at) VALUES ('short', 1, '\x01', now())`); err == nil {
+		t.Fatal("a hash of one byte was stored")
 	}
 }
