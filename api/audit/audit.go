@@ -308,12 +308,16 @@ func (v *Verifier) checkPages(ctx context.Context, list pageLister, signed map[s
 }
 
 // chunkMarks returns the marks of the reviews of ids, by review: the
-// signed ones, then each witness's in order. The witnesses are read side
-// by side, each on a connection of its own.
+// signed ones, then each witness's in order. The witnesses of a chunk of
+// sideBySideFrom reviews or more are read side by side, each on a
+// connection of its own; those of fewer one after the other, on one.
 func (v *Verifier) chunkMarks(ctx context.Context, ids []string, signed map[string][]witnessMark) (map[string][]witnessMark, error) {
 	ws := v.witnesses()
 	read := make([]map[string]Mark, len(ws))
 	g, gctx := errgroup.WithContext(ctx)
+	if len(ids) < sideBySideFrom {
+		g.SetLimit(1)
+	}
 	for i, w := range ws {
 		g.Go(func() error {
 			ms, err := w.Marks(gctx, ids)
@@ -341,6 +345,12 @@ func (v *Verifier) chunkMarks(ctx context.Context, ids []string, signed map[stri
 	}
 	return out, nil
 }
+
+// sideBySideFrom is the fewest reviews whose witnesses are read side by
+// side. A chunk of fewer reads in a few milliseconds, less than a second
+// connection takes to open when the pool has one (audit verify --review:
+// a server session started is some 15 ms).
+const sideBySideFrom = 1024
 
 // checkChunks checks the chunks it receives into rep, and advances the
 // anchors of each chunk's intact reviews while the next chunk is checked

@@ -279,3 +279,39 @@ func TestVerifyWritesOnlyMovedAnchors(t *testing.T) {
 		}
 	}
 }
+
+// A review verified alone reads its witnesses one after the other, on the
+// connection it already has: a second one would be a server session
+// started, most of what audit verify --review takes.
+func TestVerifyOneReviewOnOneConnection(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	store := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(store.Close)
+	l := ledger.New(store)
+	sample(t, l, "one-1")
+	anchors := audit.PGAnchors{Pool: pool}
+	v := &audit.Verifier{Store: store, Histories: l, Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}, anchors},
+		Anchors: anchors, Now: func() time.Time { return t0 }}
+	if rep, err := v.Verify(ctx, "one-1"); err != nil || rep.Err() != nil || rep.Anchored != 1 {
+		t.Fatalf("first verify: %+v, %v", rep, err)
+	}
+	// Every connection but one closed: the next verify finds one idle.
+	idle := pool.AcquireAllIdle(ctx)
+	if len(idle) == 0 {
+		t.Fatal("no idle connection after a verify")
+	}
+	for _, c := range idle[1:] {
+		c.Hijack().Close(ctx)
+	}
+	idle[0].Release()
+	before := pool.Stat().NewConnsCount()
+	for range 20 {
+		if rep, err := v.Verify(ctx, "one-1"); err != nil || rep.Err() != nil || rep.Reviews != 1 {
+			t.Fatalf("verify: %+v, %v", rep, err)
+		}
+	}
+	if n := pool.Stat().NewConnsCount() - before; n != 0 {
+		t.Fatalf("20 verifies of one review opened %d connections, want none", n)
+	}
+}
