@@ -120,7 +120,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	exec(`UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), '"rejected"', '"accepted"'), 'UTF8')
 		WHERE stream = 'review-rewritten' AND revision = 8`)
 	exec(strings.ReplaceAll(rechainSQL, "%[1]s", "review-rewritten"))
-	exec(`UPDATE audit_anchor a SET hash = substring(e.metadata from 3 for 32)
+	exec(`UPDATE audit_anchor a SET hash_bytes = substring(e.metadata from 3 for 32)
 		FROM event e WHERE a.review_id = 'rewritten' AND e.stream = 'review-rewritten' AND e.revision = a.revision`)
 	exec(`UPDATE event SET recorded_at = recorded_at - interval '1 hour' WHERE stream = 'review-retimed' AND revision = 3`)
 	// The signer's own index is no witness: rewriting it changes nothing.

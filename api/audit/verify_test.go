@@ -285,13 +285,17 @@ func TestVerifyWritesOnlyMovedAnchors(t *testing.T) {
 // started, most of what audit verify --review takes.
 func TestVerifyOneReviewOnOneConnection(t *testing.T) {
 	ctx := context.Background()
-	pool := dbtest.Pool(t)
+	url := dbtest.URL(t)
+	writer := pgstore.New(dbtest.PoolOn(t, url, nil), pgstore.Config{})
+	t.Cleanup(writer.Close)
+	sample(t, ledger.New(writer), "one-1")
+	// The verifier's pool and store are its own: nothing else (the
+	// writer's notifier) takes a connection from them.
+	pool := dbtest.PoolOn(t, url, nil)
 	store := pgstore.New(pool, pgstore.Config{})
 	t.Cleanup(store.Close)
-	l := ledger.New(store)
-	sample(t, l, "one-1")
 	anchors := audit.PGAnchors{Pool: pool}
-	v := &audit.Verifier{Store: store, Histories: l, Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}, anchors},
+	v := &audit.Verifier{Store: store, Histories: ledger.New(store), Witnesses: []audit.Witness{audit.PGSummaries{Pool: pool}, anchors},
 		Anchors: anchors, Now: func() time.Time { return t0 }}
 	if rep, err := v.Verify(ctx, "one-1"); err != nil || rep.Err() != nil || rep.Anchored != 1 {
 		t.Fatalf("first verify: %+v, %v", rep, err)

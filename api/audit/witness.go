@@ -45,7 +45,7 @@ func (a ReplicaAnchors) Advance(ctx context.Context, marks map[string]Mark, at t
 }
 
 // PGAnchors keeps audit anchors in PostgreSQL (migration 0030_audit_anchor,
-// their hashes stored as bytes since 0033_audit_anchor_bytes; a Mark's
+// their hashes stored as bytes, hash_bytes, since 0033_audit_anchor_bytes; a Mark's
 // hash is hex).
 type PGAnchors struct {
 	Pool *pgxpool.Pool
@@ -84,9 +84,9 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 			for i, id := range chunk {
 				revs[i], hashes[i] = int64(marks[id].Revision), marks[id].Hash
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO audit_anchor AS a (review_id, revision, hash, anchored_at)
+			_, err := tx.Exec(ctx, `INSERT INTO audit_anchor AS a (review_id, revision, hash_bytes, anchored_at)
 				SELECT id, rev, decode(hash, 'hex'), $4 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS m(id, rev, hash)
-				ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash = EXCLUDED.hash, anchored_at = EXCLUDED.anchored_at
+				ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash_bytes = EXCLUDED.hash_bytes, anchored_at = EXCLUDED.anchored_at
 				WHERE a.revision <= EXCLUDED.revision`, chunk, revs, hashes, at)
 			if err != nil {
 				return err
@@ -153,7 +153,7 @@ type markQueries struct {
 }
 
 var (
-	anchorMarks  = marksOf("audit_anchor", "revision, encode(hash, 'hex')")
+	anchorMarks  = marksOf("audit_anchor", "revision, encode(hash_bytes, 'hex')")
 	summaryMarks = marksOf("review_summary", "version, ''")
 )
 

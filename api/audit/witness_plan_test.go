@@ -24,7 +24,7 @@ func TestChunkMarksReadTheKey(t *testing.T) {
 	}
 	defer conn.Release()
 	for _, sql := range []string{
-		`INSERT INTO audit_anchor (review_id, revision, hash, anchored_at) SELECT 'r' || g, 1, sha256(g::text::bytea), now() FROM generate_series(1, 5000) g`,
+		`INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) SELECT 'r' || g, 1, sha256(g::text::bytea), now() FROM generate_series(1, 5000) g`,
 		`INSERT INTO review_summary (review_id, content_class, state, attempts, version, submitted_at, deadline, human_gate, updated_at)
 			SELECT 'r' || g, 'caption_suggestion', 'accepted', 1, 3, now(), now(), false, now() FROM generate_series(1, 5000) g`,
 		`ANALYZE audit_anchor, review_summary`,

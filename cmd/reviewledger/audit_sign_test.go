@@ -150,7 +150,7 @@ func TestServeSignsCheckpoints(t *testing.T) {
 	writeReview(t, l, "r2", t0.Add(time.Second))
 	// The hash, from the binary metadata (schema 4: a mark byte, the
 	// schema in one byte, the hash's 32 bytes, …).
-	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash = substring(e.metadata from 3 for 32)
+	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash_bytes = substring(e.metadata from 3 for 32)
 		FROM event e WHERE a.review_id = 'r2' AND e.stream = 'review-r2' AND e.revision = a.revision`); err != nil {
 		t.Fatal(err)
 	}
