@@ -11,8 +11,8 @@ var (
 	ErrWrongExpectedVersion = errors.New("wrong expected version")
 	// ErrStreamNotFound is returned when reading a stream that has no events.
 	ErrStreamNotFound = errors.New("stream not found")
-	// ErrDuplicateEventID is returned when an event ID already stored is
-	// appended again with other content or at another place.
+	// ErrDuplicateEventID is returned when an event ID already stored in a
+	// stream is appended to it again with other content or at another place.
 	ErrDuplicateEventID = errors.New("duplicate event id")
 	// ErrInvalidEvent is returned for events the store cannot accept (empty
 	// type, malformed ID, no events at all).

@@ -29,7 +29,12 @@ type Store interface {
 	// Append is idempotent by event ID: appending events whose IDs are already
 	// in the stream at the revisions that expected would give them succeeds
 	// without writing anything and returns the original result. Reusing an ID
-	// for different content, or in a different place, is ErrDuplicateEventID.
+	// of the stream for different content, or in a different place of the
+	// stream, is ErrDuplicateEventID. An event ID is unique within its
+	// stream, not across the store: an ID stored in another stream is not
+	// looked for, and the append writes it (no backend keeps an index of
+	// every ID for that check; the ledger draws a fresh random ID for every
+	// event).
 	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
 
 	// AppendMulti appends to several streams in one call. Each stream is

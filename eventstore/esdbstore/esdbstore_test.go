@@ -32,9 +32,9 @@ func TestConformance(t *testing.T) {
 		t.Fatalf("KURRENTDB_URL: %v", err)
 	}
 	t.Cleanup(s.Close)
-	eventstoretest.RunWith(t, func(t *testing.T) eventstore.Store {
+	eventstoretest.Run(t, func(t *testing.T) eventstore.Store {
 		return newNamespaced(t, s, endOfAll(t, s))
-	}, knownDeviations())
+	})
 }
 
 // TestNamespacedView runs the suite through the same view over one

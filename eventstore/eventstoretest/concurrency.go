@@ -97,6 +97,49 @@ func testConcurrentAny(t *testing.T, s eventstore.Store) {
 	}
 }
 
+// testConcurrentRetry has writers append the same events at once, as an
+// append and its retries racing, with each condition that does not name a
+// revision (Any, StreamExists), round after round: every call succeeds with
+// the same result, and the stream holds the events once. Only the event IDs
+// within the stream tell a retry from a new append here.
+func testConcurrentRetry(t *testing.T, s eventstore.Store) {
+	const writers, rounds = 6, 8
+	for _, expected := range []eventstore.ExpectedRevision{eventstore.Any, eventstore.StreamExists} {
+		stream := streamName("retry")
+		want := []eventstore.EventData{event("Started", `{}`)}
+		mustAppend(t, s, stream, eventstore.NoStream, want...)
+		for round := range rounds {
+			evs := events(1+round%2, "Retried")
+			results := make([]eventstore.AppendResult, writers)
+			var (
+				wg    sync.WaitGroup
+				start = make(chan struct{})
+			)
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					res, err := s.Append(ctxFor(t), stream, expected, evs...)
+					if err != nil {
+						t.Errorf("%s round %d: append at %v: %v", stream, round, expected, err)
+					}
+					results[w] = res
+				}()
+			}
+			close(start)
+			wg.Wait()
+			for w, res := range results[1:] {
+				if res != results[0] {
+					t.Fatalf("%s round %d: writer %d got %+v, writer 0 %+v: want one result", stream, round, w+1, res, results[0])
+				}
+			}
+			want = append(want, evs...)
+		}
+		checkSame(t, stream, 0, mustRead(t, s, stream, 0), want)
+	}
+}
+
 // testGapFree has many writers append to many streams while a reader tails
 // the global order from the start. The reader must see every committed event
 // exactly once, in strictly increasing positions, and each stream in revision

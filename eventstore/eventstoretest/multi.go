@@ -162,9 +162,9 @@ func testMultiIdempotent(t *testing.T, s eventstore.Store) {
 	readAllN(t, s, 2+4+4)
 }
 
-// testMultiDuplicateEventID reuses stored event IDs for other content or in
-// other places within a call: that stream alone is ErrDuplicateEventID, the
-// other stream of the call is written.
+// testMultiDuplicateEventID reuses a stream's stored event IDs for other
+// content or in other places of it within a call: that stream alone is
+// ErrDuplicateEventID, the other stream of the call is written.
 func testMultiDuplicateEventID(t *testing.T, s eventstore.Store) {
 	stream := streamName("dup")
 	first := events(2, "Happened")
@@ -181,10 +181,9 @@ func testMultiDuplicateEventID(t *testing.T, s eventstore.Store) {
 		{"same ids other data", stream, eventstore.NoStream, []eventstore.EventData{first[0], changed}},
 		{"an id appended again after the stream's end", stream, eventstore.Exact(1), []eventstore.EventData{first[0]}},
 		{"a stored id after a new one", stream, eventstore.Exact(1), []eventstore.EventData{event("New", `{}`), first[1]}},
-		{"an id in another stream", streamName("other"), eventstore.NoStream, []eventstore.EventData{first[0]}},
 	}
 	for _, tc := range tests {
-		run(t, tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			beside := eventstore.StreamAppend{Stream: streamName("beside"), Expected: eventstore.NoStream, Events: events(2, "Beside")}
 			results := mustAppendMulti(t, s,
 				beside,
@@ -194,11 +193,6 @@ func testMultiDuplicateEventID(t *testing.T, s eventstore.Store) {
 				t.Fatalf("%s: got %v, want ErrDuplicateEventID", tc.stream, results[1].Err)
 			}
 			checkWritten(t, s, beside, 0, results[0])
-			if tc.stream != stream {
-				if _, err := s.ReadStream(ctxFor(t), tc.stream, 0); !errors.Is(err, eventstore.ErrStreamNotFound) {
-					t.Fatalf("%s after its duplicate: %v, want ErrStreamNotFound", tc.stream, err)
-				}
-			}
 		})
 	}
 	checkSame(t, stream, 0, mustRead(t, s, stream, 0), first)
@@ -225,7 +219,7 @@ func testMultiInvalid(t *testing.T, s eventstore.Store) {
 		"an event id in two streams":  {one(streamName("left"), shared), one(streamName("right"), shared)},
 	}
 	for name, appends := range tests {
-		run(t, name, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			results, err := s.AppendMulti(ctxFor(t), appends...)
 			if !errors.Is(err, eventstore.ErrInvalidEvent) || results != nil {
 				t.Fatalf("got %d results, %v; want ErrInvalidEvent", len(results), err)

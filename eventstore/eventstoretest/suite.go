@@ -20,8 +20,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,18 +28,6 @@ import (
 
 // Run runs the whole suite against stores made by newStore.
 func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store) {
-	RunWith(t, newStore, nil)
-}
-
-// RunWith runs the suite, skipping the subtests a backend fails by design
-// with their reason, so that every run reports them. known maps a subtest's
-// name below the suite, as go test prints it
-// ("DuplicateEventID/an_id_in_another_stream"), to the reason.
-func RunWith(t *testing.T, newStore func(t *testing.T) eventstore.Store, known map[string]string) {
-	if len(known) > 0 {
-		deviations.Store(t.Name(), known)
-		t.Cleanup(func() { deviations.Delete(t.Name()) })
-	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s eventstore.Store)
@@ -54,8 +40,10 @@ func RunWith(t *testing.T, newStore func(t *testing.T) eventstore.Store, known m
 		{"ReadAll", testReadAll},
 		{"IdempotentAppend", testIdempotentAppend},
 		{"DuplicateEventID", testDuplicateEventID},
+		{"EventIDPerStream", testEventIDPerStream},
 		{"ConcurrentAppendSameRevision", testConcurrentSameRevision},
 		{"ConcurrentAppendAny", testConcurrentAny},
+		{"ConcurrentRetry", testConcurrentRetry},
 		{"GapFreeGlobalOrder", testGapFree},
 		{"WaitForEvents", testWaitForEvents},
 		{"AppendMultiMixed", testMultiMixed},
@@ -66,35 +54,11 @@ func RunWith(t *testing.T, newStore func(t *testing.T) eventstore.Store, known m
 		{"AppendMultiGapFree", testMultiGapFree},
 	}
 	for _, tc := range tests {
-		run(t, tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newStore(t))
 		})
 	}
-}
-
-// deviations holds RunWith's known deviations by the name of the test
-// running the suite.
-var deviations sync.Map
-
-// run is t.Run for the suite's subtests: a known deviation is skipped,
-// saying why.
-func run(t *testing.T, name string, fn func(t *testing.T)) {
-	t.Helper()
-	t.Run(name, func(t *testing.T) {
-		var reason string
-		deviations.Range(func(root, known any) bool {
-			rel, ok := strings.CutPrefix(t.Name(), root.(string)+"/")
-			if ok {
-				reason, ok = known.(map[string]string)[rel]
-			}
-			return !ok
-		})
-		if reason != "" {
-			t.Skip("known deviation of this backend: " + reason)
-		}
-		fn(t)
-	})
 }
 
 // NewID returns a random lowercase UUID (version 4) for an event ID.

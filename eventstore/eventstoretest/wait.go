@@ -13,7 +13,7 @@ func testWaitForEvents(t *testing.T, s eventstore.Store) {
 	stream := streamName("wait")
 	res := mustAppend(t, s, stream, eventstore.NoStream, event("First", `{}`))
 
-	run(t, "returns when events are readable", func(t *testing.T) {
+	t.Run("returns when events are readable", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.WaitForEvents(ctx, eventstore.Start); err != nil {
@@ -21,7 +21,7 @@ func testWaitForEvents(t *testing.T, s eventstore.Store) {
 		}
 	})
 
-	run(t, "wakes on append", func(t *testing.T) {
+	t.Run("wakes on append", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		e := event("Second", `{}`)
@@ -54,7 +54,7 @@ func testWaitForEvents(t *testing.T, s eventstore.Store) {
 		}
 	})
 
-	run(t, "honours ctx", func(t *testing.T) {
+	t.Run("honours ctx", func(t *testing.T) {
 		latest := readAllN(t, s, 2)
 		pos := latest[len(latest)-1].Position
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

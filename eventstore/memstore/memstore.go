@@ -23,15 +23,15 @@ type Store struct {
 	mu      sync.Mutex
 	streams map[string][]eventstore.RecordedEvent
 	all     []eventstore.RecordedEvent
-	ids     map[string]eventstore.RecordedEvent
-	changed chan struct{} // closed and replaced on every append
+	ids     map[idKey]eventstore.RecordedEvent // an ID is unique within its stream
+	changed chan struct{}                      // closed and replaced on every append
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
 		streams: make(map[string][]eventstore.RecordedEvent),
-		ids:     make(map[string]eventstore.RecordedEvent),
+		ids:     make(map[idKey]eventstore.RecordedEvent),
 		changed: make(chan struct{}),
 	}
 }
@@ -116,7 +116,7 @@ func (s *Store) appendLocked(stream string, expected eventstore.ExpectedRevision
 		}
 		s.streams[stream] = append(s.streams[stream], last)
 		s.all = append(s.all, last)
-		s.ids[e.ID] = last
+		s.ids[idKey{stream, e.ID}] = last
 	}
 	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, true, nil
 }
@@ -131,21 +131,20 @@ func (s *Store) announce() {
 // expected gives them. It returns an error when an ID is reused for anything
 // else.
 func (s *Store) idempotent(stream string, expected eventstore.ExpectedRevision, cur []eventstore.RecordedEvent, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
-	first, seen := s.ids[events[0].ID]
+	first, seen := s.ids[idKey{stream, events[0].ID}]
 	if !seen {
 		for _, e := range events[1:] {
-			if _, dup := s.ids[e.ID]; dup {
+			if _, dup := s.ids[idKey{stream, e.ID}]; dup {
 				return eventstore.AppendResult{}, false, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, eventstore.ErrDuplicateEventID)
 			}
 		}
 		return eventstore.AppendResult{}, false, nil
 	}
-	start := first.Revision
-	placeOK := first.Stream == stream
+	start, placeOK := first.Revision, true
 	if rev, ok := expected.Exact(); ok {
-		placeOK = placeOK && start == rev+1
+		placeOK = start == rev+1
 	} else if expected.IsNoStream() {
-		placeOK = placeOK && start == 0
+		placeOK = start == 0
 	}
 	for i, e := range events {
 		r := start + uint64(i)
@@ -156,6 +155,9 @@ func (s *Store) idempotent(stream string, expected eventstore.ExpectedRevision, 
 	last := cur[start+uint64(len(events))-1]
 	return eventstore.AppendResult{NextRevision: last.Revision, Position: last.Position}, true, nil
 }
+
+// idKey is an event ID within its stream.
+type idKey struct{ stream, id string }
 
 func same(r eventstore.RecordedEvent, e eventstore.EventData) bool {
 	return r.ID == e.ID && r.Type == e.Type && bytes.Equal(r.Data, e.Data) && bytes.Equal(r.Metadata, e.Metadata)

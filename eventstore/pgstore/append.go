@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,17 +27,16 @@ const (
 // stream, or updates the head of an existing one, under that row's lock,
 // and it checks the condition against the row as last committed, so
 // concurrent appends to one stream serialize there and the loser of a race
-// writes nothing. It does neither when one of the event IDs is stored in
-// any partition already. The events are then inserted at the revisions up
-// to the new head. The statement inserts nothing when the condition fails
-// or an ID is stored, and fails with a unique violation when an ID is being
-// stored by a concurrent append to the same partition.
+// writes nothing. The events are then inserted at the revisions up to the
+// new head. The statement inserts nothing when the condition fails. An
+// event ID is unique within its stream only (migration 0007): an append
+// that may meet its own IDs in the stream is followed by checkIDsSQL in its
+// transaction.
 const appendSQL = `
 WITH head AS (
 	INSERT INTO event_stream AS h (stream, revision)
 	SELECT $1, $8::bigint - 1
 	WHERE CASE WHEN $6::int IN (2, 3) THEN EXISTS (SELECT 1 FROM event_stream WHERE stream = $1) ELSE true END
-		AND NOT EXISTS (SELECT 1 FROM event WHERE id = ANY($2::text[]::uuid[]))
 	ON CONFLICT (stream) DO UPDATE SET revision = h.revision + excluded.revision + 1
 	WHERE CASE $6::int
 		WHEN 1 THEN false
@@ -59,7 +57,6 @@ WITH head AS (
 	INSERT INTO event_stream AS h (stream, revision)
 	SELECT $1, 0
 	WHERE CASE WHEN $6::int IN (2, 3) THEN EXISTS (SELECT 1 FROM event_stream WHERE stream = $1) ELSE true END
-		AND NOT EXISTS (SELECT 1 FROM event WHERE id = $2::uuid)
 	ON CONFLICT (stream) DO UPDATE SET revision = h.revision + 1
 	WHERE CASE $6::int
 		WHEN 1 THEN false
@@ -73,9 +70,18 @@ SELECT $1, head.revision, $2::uuid, $3, $4, $5
 FROM head
 RETURNING revision, xid::text::bigint, seq`
 
-// idKeySuffix ends the name of every partition's unique index on id
-// (event_p0_id_key, …, migration 0004).
-const idKeySuffix = "_id_key"
+// checkIDsSQL fails with a unique violation of event_stream_id when one of
+// the streams of $1 holds an event ID twice. It runs after the appends of
+// its transaction, which hold their streams' heads: every earlier append to
+// those streams has committed and is seen, and every later one waits. A
+// stream's first append (NoStream) cannot meet its IDs in the stream and
+// is not checked.
+const checkIDsSQL = `SELECT event_ids_unique($1::text[])`
+
+// idsTwice reports whether err is checkIDsSQL's unique violation.
+func idsTwice(err error) bool {
+	return storeerr.Code(err) == storeerr.CodeUniqueViolation && storeerr.Constraint(err) == "event_stream_id"
+}
 
 // maxAttempts bounds how often an append is retried after losing a race to
 // an append that committed while it ran. Only conditions that still hold are
@@ -134,18 +140,17 @@ func (s *Store) appendStream(ctx context.Context, p part, then []Statement) (eve
 		if errors.Is(err, ErrStatement) {
 			return eventstore.AppendResult{}, err
 		}
-		collided := storeerr.Code(err) == storeerr.CodeUniqueViolation
+		collided := idsTwice(err)
 		if err != nil && !collided {
 			return eventstore.AppendResult{}, storeerr.Wrap(ctx, "append to "+stream, err)
 		}
 		// The condition failed, a concurrent append took the revisions, or
-		// an ID is stored already: perhaps this very append, retried.
+		// an ID is in the stream already: perhaps this very append, retried.
 		if res, ok, err := s.idempotent(ctx, stream, expected, events); ok || err != nil {
 			return res, err
 		}
-		if collided && strings.HasSuffix(storeerr.Constraint(err), idKeySuffix) {
-			// Stored in the meantime, but not as this append: the check
-			// above saw it or the row was not yet committed when it looked.
+		if collided {
+			// An ID of the stream again, and not as this append.
 			return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
 		}
 		exists, actual, err := s.current(ctx, stream)
@@ -179,16 +184,23 @@ func (s *Store) insert(ctx context.Context, p part, then []Statement) (eventstor
 
 func (s *Store) insertOnce(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, bool, error) {
 	sql, args := insertQuery(p)
-	if len(then) == 0 {
+	check := p.code != codeNoStream
+	if !check && len(then) == 0 {
 		rows, _ := s.pool.Query(ctx, sql, args...)
 		return collectInsert(rows)
 	}
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
+	if check {
+		b.Queue(checkIDsSQL, []string{p.Stream})
+	}
 	queue(b, then)
 	br := s.pool.SendBatch(ctx, b)
 	rows, _ := br.Query()
 	res, inserted, err := collectInsert(rows)
+	if err == nil && check {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = execStatements(ctx, br, len(then))
 	}
@@ -236,10 +248,10 @@ func collectInsert(rows pgx.Rows) (eventstore.AppendResult, bool, error) {
 
 // idempotent reports whether events are already stored exactly where
 // expected would have put them, and returns the original result if so. It
-// returns ErrDuplicateEventID when some of the IDs are stored as anything
-// else, and false when none is stored.
+// returns ErrDuplicateEventID when some of the IDs are stored in the stream
+// as anything else, and false when none is.
 func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
-	rows, _ := s.pool.Query(ctx, selectByID, eventIDs(events))
+	rows, _ := s.pool.Query(ctx, selectByID, []string{stream}, eventIDs(events))
 	stored, err := collectEvents(rows)
 	if err != nil {
 		return eventstore.AppendResult{}, false, storeerr.Wrap(ctx, "append to "+stream, err)
@@ -247,8 +259,11 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	return placed(stream, expected, events, byID(stored))
 }
 
-// selectByID reads the stored events with the IDs of $1.
-const selectByID = selectEvents + ` WHERE id = ANY($1::text[]::uuid[])`
+// selectByID reads the stored events of the streams of $1 with the IDs of
+// $2, through each partition's index by stream: a stream's few rows, not
+// an index of every ID. It may return an ID of $2 stored in another stream
+// of $1 too; byID keeps each in its own.
+const selectByID = selectEvents + ` WHERE stream = ANY($1::text[]) AND id = ANY($2::text[]::uuid[])`
 
 func eventIDs(events []eventstore.EventData) []string {
 	ids := make([]string, len(events))
@@ -258,39 +273,39 @@ func eventIDs(events []eventstore.EventData) []string {
 	return ids
 }
 
-func byID(stored []eventstore.RecordedEvent) map[string]eventstore.RecordedEvent {
-	m := make(map[string]eventstore.RecordedEvent, len(stored))
+// eventKey is an event ID within its stream, which is where it is unique.
+type eventKey struct{ stream, id string }
+
+func byID(stored []eventstore.RecordedEvent) map[eventKey]eventstore.RecordedEvent {
+	m := make(map[eventKey]eventstore.RecordedEvent, len(stored))
 	for _, r := range stored {
-		m[r.ID] = r
+		m[eventKey{r.Stream, r.ID}] = r
 	}
 	return m
 }
 
 // placed decides an append from the stored events with its IDs (stored may
-// hold others too): the original result when all of them are stored where
-// expected puts them, ErrDuplicateEventID when any is stored otherwise, and
-// false when none is stored.
-func placed(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData, stored map[string]eventstore.RecordedEvent) (eventstore.AppendResult, bool, error) {
-	first, ok := stored[events[0].ID]
+// hold others too): the original result when all of them are stored in the
+// stream where expected puts them, ErrDuplicateEventID when any is stored
+// in it otherwise, and false when none is.
+func placed(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData, stored map[eventKey]eventstore.RecordedEvent) (eventstore.AppendResult, bool, error) {
+	first, ok := stored[eventKey{stream, events[0].ID}]
 	if !ok {
 		for _, e := range events[1:] {
-			if _, ok := stored[e.ID]; ok {
+			if _, ok := stored[eventKey{stream, e.ID}]; ok {
 				return eventstore.AppendResult{}, false, fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
 			}
 		}
 		return eventstore.AppendResult{}, false, nil
 	}
 	dup := fmt.Errorf("append to %s: %w", stream, eventstore.ErrDuplicateEventID)
-	if first.Stream != stream {
-		return eventstore.AppendResult{}, false, dup
-	}
 	if n, exact := expected.Exact(); exact && first.Revision != n+1 || expected.IsNoStream() && first.Revision != 0 {
 		return eventstore.AppendResult{}, false, dup
 	}
 	var last eventstore.RecordedEvent
 	for i, e := range events {
-		r, ok := stored[e.ID]
-		if !ok || r.Stream != stream || r.Revision != first.Revision+uint64(i) ||
+		r, ok := stored[eventKey{stream, e.ID}]
+		if !ok || r.Revision != first.Revision+uint64(i) ||
 			r.Type != e.Type || !bytes.Equal(r.Data, e.Data) || !bytes.Equal(r.Metadata, e.Metadata) {
 			return eventstore.AppendResult{}, false, dup
 		}

@@ -16,9 +16,9 @@ import (
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
-// partitioning are the migrations that partition the ledger and index its
-// partitions by stream and by xid.
-var partitioning = []int{2, 3, 4, 5, 6}
+// partitioning are the migrations that partition the ledger, index its
+// partitions by stream and by xid, and drop their index on id.
+var partitioning = []int{2, 3, 4, 5, 6, 7}
 
 // legacyAppendSQL is the append statement of the ledger before it was
 // partitioned: the events after the stream's last revision, read from the
@@ -151,4 +151,9 @@ func TestMigrateAnExistingLedger(t *testing.T) {
 		t.Error("the ledger with events lost its primary key in 0006")
 	}
 	checkOrderIndexes(t, legacy, primaryKey)
+	// 0007 dropped the index on id of the partition holding the events,
+	// and the partitions created since have none.
+	if got := idIndexes(t, legacy); len(got) > 0 {
+		t.Errorf("indexes on id after 0007: %v, want none", got)
+	}
 }

@@ -28,28 +28,24 @@ var ErrStatement = errors.New("statement of the append failed")
 // appendSQL does for one. $1-$3 are the streams with their expectation
 // codes and revisions, $10 their numbers of events; $4-$9 their events,
 // flattened: the stream's index (1-based) and the event's ordinal in it,
-// then the event. Each stream's head is moved on when its condition holds
-// and none of its event IDs is stored, in the order of the arrays (so two
-// calls sharing streams lock their heads in the same order); the events of
-// the streams whose head moved are inserted, in the order of the arrays,
-// so seq follows it. ON CONFLICT's WHERE sees only the head row and the
-// proposed one, so it finds the stream's condition in the arrays by name.
-// The stored IDs and the existing heads are looked up by one index probe
-// each (LATERAL … LIMIT 1, which the planner does not turn into a hash of
-// the whole table: an EXISTS in the select list became one, a scan of
-// every head for each call, 5 times slower at 100,000 reviews).
+// then the event. Each stream's head is moved on when its condition holds,
+// in the order of the arrays (so two calls sharing streams lock their heads
+// in the same order); the events of the streams whose head moved are
+// inserted, in the order of the arrays, so seq follows it. ON CONFLICT's
+// WHERE sees only the head row and the proposed one, so it finds the
+// stream's condition in the arrays by name. The existing heads are looked
+// up by one index probe each (LATERAL … LIMIT 1, which the planner does not
+// turn into a hash of the whole table: an EXISTS in the select list became
+// one, a scan of every head for each call, 5 times slower at 100,000
+// reviews). The streams that may meet their own IDs are checked after it,
+// in its transaction (checkIDsSQL).
 const appendMultiSQL = `
-WITH dup AS (
-	SELECT DISTINCT f.i
-	FROM unnest($4::bigint[], $6::text[]::uuid[]) AS f(i, id),
-		LATERAL (SELECT 1 FROM event x WHERE x.id = f.id LIMIT 1) AS stored
-), head AS (
+WITH head AS (
 	INSERT INTO event_stream AS h (stream, revision)
 	SELECT want.stream, want.n - 1
 	FROM unnest($1::text[], $2::int[], $10::bigint[]) WITH ORDINALITY AS want(stream, code, n, i)
 		LEFT JOIN LATERAL (SELECT true AS found FROM event_stream s WHERE s.stream = want.stream LIMIT 1) AS cur ON true
-	WHERE (want.code NOT IN (2, 3) OR cur.found)
-		AND NOT EXISTS (SELECT 1 FROM dup WHERE dup.i = want.i)
+	WHERE want.code NOT IN (2, 3) OR cur.found
 	ORDER BY want.i
 	ON CONFLICT (stream) DO UPDATE SET revision = h.revision + excluded.revision + 1
 	WHERE CASE ($2::int[])[array_position($1::text[], excluded.stream)]
@@ -77,7 +73,8 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 // one pipeline is one implicit transaction). The inserted events are visible to
 // the statements. Each statement must make its changes conditional on its
 // stream's append having succeeded, by testing for that stream's event IDs
-// (e.g. `… WHERE EXISTS (SELECT 1 FROM event WHERE id = $1::uuid)`), and must be
+// in it (e.g. `… WHERE EXISTS (SELECT 1 FROM event WHERE stream = $1 AND
+// id = $2::uuid AND xid = pg_current_xact_id())`), and must be
 // idempotent: when the combined insert cannot run as one (a race on a stream),
 // pgstore appends the streams one by one, each in its own transaction followed
 // by every statement of then. A failing statement fails the whole call
@@ -89,12 +86,13 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 // its events inserted by appendMultiSQL, in one transaction, so all the rows
 // of the call share one transaction ID. Streams it did not write are
 // resolved as Append resolves a failed insert: an idempotent re-append
-// returns its original result, an ID stored elsewhere is
+// returns its original result, an ID stored elsewhere in its stream is
 // ErrDuplicateEventID, a failed condition is *WrongExpectedVersionError, and
 // a condition that holds by now (an append raced it) is appended again on
-// its own. When the statement fails with a unique violation (a concurrent
-// append is storing one of its event IDs) or a deadlock, it wrote nothing,
-// and the streams are appended one by one as Append does.
+// its own. When the statement fails its check of the IDs (a stream holds
+// one of its IDs twice: this call retried, or an ID reused) or meets a
+// deadlock, it wrote nothing, and the streams are appended one by one as
+// Append does.
 // The call-level error of a failing statement matches ErrStatement; a
 // connection lost meanwhile is eventstore.ErrUnavailable, as everywhere.
 func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.StreamAppend, then ...Statement) ([]eventstore.StreamResult, error) {
@@ -113,7 +111,7 @@ func (s *Store) AppendMultiWith(ctx context.Context, appends []eventstore.Stream
 		return s.appendEach(ctx, parts, then)
 	}
 	written, err := s.insertAll(ctx, parts, then)
-	if code := storeerr.Code(err); code == storeerr.CodeUniqueViolation || code == storeerr.CodeDeadlockDetected {
+	if idsTwice(err) || storeerr.Code(err) == storeerr.CodeDeadlockDetected {
 		return s.appendEach(ctx, parts, then)
 	}
 	if err != nil {
@@ -180,16 +178,28 @@ func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (
 
 func (s *Store) insertAllOnce(ctx context.Context, parts []part, then []Statement) (map[int]eventstore.AppendResult, error) {
 	args, index := multiArgs(parts)
-	if len(then) == 0 {
+	var check []string
+	for _, p := range parts {
+		if p.code != codeNoStream {
+			check = append(check, p.Stream)
+		}
+	}
+	if len(check) == 0 && len(then) == 0 {
 		rows, _ := s.pool.Query(ctx, appendMultiSQL, args...)
 		return collectMulti(rows, index)
 	}
 	b := &pgx.Batch{}
 	b.Queue(appendMultiSQL, args...)
+	if len(check) > 0 {
+		b.Queue(checkIDsSQL, check)
+	}
 	queue(b, then)
 	br := s.pool.SendBatch(ctx, b)
 	rows, _ := br.Query()
 	written, err := collectMulti(rows, index)
+	if err == nil && len(check) > 0 {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = execStatements(ctx, br, len(then))
 	}
@@ -299,7 +309,7 @@ FROM unnest($1::text[]) WITH ORDINALITY AS want(stream, i) ORDER BY want.i`
 // lookup reads, in one round trip, the stored events with the IDs of the
 // parts at rest, and the current revision of each of their streams (-1 for
 // none), in the order of rest.
-func (s *Store) lookup(ctx context.Context, parts []part, rest []int) (map[string]eventstore.RecordedEvent, []int64, error) {
+func (s *Store) lookup(ctx context.Context, parts []part, rest []int) (map[eventKey]eventstore.RecordedEvent, []int64, error) {
 	var (
 		ids     []string
 		streams = make([]string, len(rest))
@@ -309,7 +319,7 @@ func (s *Store) lookup(ctx context.Context, parts []part, rest []int) (map[strin
 		streams[k] = parts[i].Stream
 	}
 	b := &pgx.Batch{}
-	b.Queue(selectByID, ids)
+	b.Queue(selectByID, streams, ids)
 	b.Queue(resolveSQL, streams)
 	br := s.pool.SendBatch(ctx, b)
 	rows, _ := br.Query()

@@ -31,11 +31,12 @@ func (s *Store) Commit(ctx context.Context, appends []eventstore.StreamAppend, e
 	return s.pg.AppendMultiWith(ctx, appends, statements(changes)...)
 }
 
-// change is a Change with the ID of its stream's last event.
+// change is a Change with its stream and the ID of the stream's last
+// event.
 type change struct {
 	work.Change
-	eventID string
-	index   int // of its append
+	stream, eventID string
+	index           int // of its append
 }
 
 func changesOf(appends []eventstore.StreamAppend, effects []*work.Change) ([]change, error) {
@@ -48,42 +49,43 @@ func changesOf(appends []eventstore.StreamAppend, effects []*work.Change) ([]cha
 		if len(evs) == 0 {
 			return nil, fmt.Errorf("pgwork: a change of %s without events", c.ReviewID)
 		}
-		out = append(out, change{Change: *c, eventID: evs[len(evs)-1].ID, index: i})
+		out = append(out, change{Change: *c, stream: appends[i].Stream, eventID: evs[len(evs)-1].ID, index: i})
 	}
 	return out, nil
 }
 
 // written is the guard of every change: its stream's last event was
-// inserted by the current transaction.
-const written = `EXISTS (SELECT 1 FROM event e WHERE e.id = x.event_id AND e.xid = pg_current_xact_id())`
+// inserted by the current transaction. An event ID is unique within its
+// stream, and found through the stream's index.
+const written = `EXISTS (SELECT 1 FROM event e WHERE e.stream = x.stream AND e.id = x.event_id AND e.xid = pg_current_xact_id())`
 
 const (
 	createPayloadSQL = `INSERT INTO review_payload (review_id, digest, content_type, content, stored_at)
 SELECT x.review_id, x.digest, x.content_type, x.content, x.stored_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], $6::text[]::uuid[])
-	AS x(review_id, digest, content_type, content, stored_at, event_id)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], $6::text[], $7::text[]::uuid[])
+	AS x(review_id, digest, content_type, content, stored_at, stream, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET digest = EXCLUDED.digest, content_type = EXCLUDED.content_type,
 	content = EXCLUDED.content, stored_at = EXCLUDED.stored_at`
 
 	createWorkSQL = `INSERT INTO review_work (review_id, deadline, due_at, owner_id, lease_until)
 SELECT x.review_id, x.deadline, x.due_at, nullif(x.owner_id, ''), CASE WHEN x.owner_id = '' THEN NULL ELSE x.lease_until END
-FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::timestamptz[], $6::text[]::uuid[])
-	AS x(review_id, deadline, due_at, owner_id, lease_until, event_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::timestamptz[], $6::text[], $7::text[]::uuid[])
+	AS x(review_id, deadline, due_at, owner_id, lease_until, stream, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
 	owner_id = EXCLUDED.owner_id, lease_until = EXCLUDED.lease_until, awaiting = 0`
 
 	parkSQL = `UPDATE review_work w SET due_at = x.until, awaiting = x.awaiting, owner_id = NULL, lease_until = NULL
-FROM unnest($1::text[], $2::timestamptz[], $3::int[], $4::text[], $5::text[]::uuid[]) AS x(review_id, until, awaiting, owner_id, event_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::int[], $4::text[], $5::text[], $6::text[]::uuid[]) AS x(review_id, until, awaiting, owner_id, stream, event_id)
 WHERE w.review_id = x.review_id AND w.owner_id = x.owner_id AND ` + written
 
-	releaseSQL = `DELETE FROM review_work w USING unnest($1::text[], $2::text[]::uuid[]) AS x(review_id, event_id)
+	releaseSQL = `DELETE FROM review_work w USING unnest($1::text[], $2::text[], $3::text[]::uuid[]) AS x(review_id, stream, event_id)
 WHERE w.review_id = x.review_id AND ` + written
 
 	reopenSQL = `INSERT INTO review_work (review_id, deadline, due_at)
 SELECT x.review_id, x.deadline, x.due_at
-FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[]::uuid[]) AS x(review_id, deadline, due_at, event_id)
+FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::text[], $5::text[]::uuid[]) AS x(review_id, deadline, due_at, stream, event_id)
 WHERE ` + written + `
 ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXCLUDED.due_at,
 	owner_id = NULL, lease_until = NULL, awaiting = 0`
@@ -94,19 +96,19 @@ ON CONFLICT (review_id) DO UPDATE SET deadline = EXCLUDED.deadline, due_at = EXC
 func statements(changes []change) []pgstore.Statement {
 	var (
 		create struct {
-			ids, digests, types, owners, events pgarray.Text
-			contents                            pgarray.Bytes
-			at, deadlines, leases               pgarray.Timestamptz
+			ids, digests, types, owners, streams, events pgarray.Text
+			contents                                     pgarray.Bytes
+			at, deadlines, leases                        pgarray.Timestamptz
 		}
 		park struct {
-			ids, owners, events pgarray.Text
-			until               pgarray.Timestamptz
-			awaiting            pgarray.Int4
+			ids, owners, streams, events pgarray.Text
+			until                        pgarray.Timestamptz
+			awaiting                     pgarray.Int4
 		}
-		release struct{ ids, events pgarray.Text }
+		release struct{ ids, streams, events pgarray.Text }
 		reopen  struct {
-			ids, events   pgarray.Text
-			deadlines, at pgarray.Timestamptz
+			ids, streams, events pgarray.Text
+			deadlines, at        pgarray.Timestamptz
 		}
 	)
 	for _, c := range changes {
@@ -120,35 +122,35 @@ func statements(changes []change) []pgstore.Statement {
 			create.deadlines = append(create.deadlines, c.Deadline)
 			create.owners = append(create.owners, c.Owner)
 			create.leases = append(create.leases, leaseOf(c.Change))
-			create.events = append(create.events, c.eventID)
+			create.streams, create.events = append(create.streams, c.stream), append(create.events, c.eventID)
 		case work.Park:
 			park.ids = append(park.ids, c.ReviewID)
 			park.until = append(park.until, c.Until)
 			park.awaiting = append(park.awaiting, int32(c.Awaiting))
 			park.owners = append(park.owners, c.Owner)
-			park.events = append(park.events, c.eventID)
+			park.streams, park.events = append(park.streams, c.stream), append(park.events, c.eventID)
 		case work.Release:
 			release.ids = append(release.ids, c.ReviewID)
-			release.events = append(release.events, c.eventID)
+			release.streams, release.events = append(release.streams, c.stream), append(release.events, c.eventID)
 		case work.Reopen:
-			reopen.ids, reopen.events = append(reopen.ids, c.ReviewID), append(reopen.events, c.eventID)
+			reopen.ids, reopen.streams, reopen.events = append(reopen.ids, c.ReviewID), append(reopen.streams, c.stream), append(reopen.events, c.eventID)
 			reopen.deadlines, reopen.at = append(reopen.deadlines, c.Deadline), append(reopen.at, c.At)
 		}
 	}
 	var out []pgstore.Statement
 	if len(create.ids) > 0 {
 		out = append(out,
-			pgstore.Statement{SQL: createPayloadSQL, Args: []any{create.ids, create.digests, create.types, create.contents, create.at, create.events}},
-			pgstore.Statement{SQL: createWorkSQL, Args: []any{create.ids, create.deadlines, create.at, create.owners, create.leases, create.events}})
+			pgstore.Statement{SQL: createPayloadSQL, Args: []any{create.ids, create.digests, create.types, create.contents, create.at, create.streams, create.events}},
+			pgstore.Statement{SQL: createWorkSQL, Args: []any{create.ids, create.deadlines, create.at, create.owners, create.leases, create.streams, create.events}})
 	}
 	if len(park.ids) > 0 {
-		out = append(out, pgstore.Statement{SQL: parkSQL, Args: []any{park.ids, park.until, park.awaiting, park.owners, park.events}})
+		out = append(out, pgstore.Statement{SQL: parkSQL, Args: []any{park.ids, park.until, park.awaiting, park.owners, park.streams, park.events}})
 	}
 	if len(release.ids) > 0 {
-		out = append(out, pgstore.Statement{SQL: releaseSQL, Args: []any{release.ids, release.events}})
+		out = append(out, pgstore.Statement{SQL: releaseSQL, Args: []any{release.ids, release.streams, release.events}})
 	}
 	if len(reopen.ids) > 0 {
-		out = append(out, pgstore.Statement{SQL: reopenSQL, Args: []any{reopen.ids, reopen.deadlines, reopen.at, reopen.events}})
+		out = append(out, pgstore.Statement{SQL: reopenSQL, Args: []any{reopen.ids, reopen.deadlines, reopen.at, reopen.streams, reopen.events}})
 	}
 	return out
 }
