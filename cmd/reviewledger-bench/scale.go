@@ -223,10 +223,11 @@ func (r *scaleRun) phases(ctx context.Context) error {
 	if err := r.rebuild(ctx); err != nil {
 		return err
 	}
-	if err := r.audit(ctx); err != nil {
+	events, err := r.audit(ctx)
+	if err != nil {
 		return err
 	}
-	if err := r.bytesAudited(ctx); err != nil {
+	if err := r.bytesAudited(ctx, events); err != nil {
 		return err
 	}
 	fmt.Fprintf(r.out, "checks passed: %s\n", strings.Join(r.checks, "; "))

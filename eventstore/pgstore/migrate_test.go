@@ -7,8 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
@@ -38,32 +36,9 @@ WHERE $6::bigint IS NULL OR cur.rev = $6::bigint`
 func TestMigrateAnExistingLedger(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
-	pool := dbtest.Pool(t)
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA legacy`); err != nil {
-		t.Fatal(err)
-	}
-	cfg := pool.Config().Copy()
-	cfg.ConnConfig.RuntimeParams["search_path"] = "legacy"
-	legacy, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(legacy.Close)
-	all, err := migrations.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(m migrations.Migration) {
-		t.Helper()
-		if _, err := legacy.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("%04d_%s: %v", m.Version, m.Name, err)
-		}
-	}
-	for _, m := range all {
-		if !slices.Contains(partitioning, m.Version) {
-			exec(m)
-		}
-	}
+	legacy := dbtest.EmptySchema(t, "legacy")
+	partitioned := func(m migrations.Migration) bool { return slices.Contains(partitioning, m.Version) }
+	dbtest.Apply(t, legacy, func(m migrations.Migration) bool { return !partitioned(m) })
 
 	// 20 streams, their events appended one to three at a time.
 	last := map[string]int64{}
@@ -94,10 +69,8 @@ func TestMigrateAnExistingLedger(t *testing.T) {
 	stored := readAll(t, before, eventstore.Start, 120)
 	before.Close()
 
-	for _, m := range all {
-		if slices.Contains(partitioning, m.Version) {
-			exec(m)
-		}
+	if n := dbtest.Apply(t, legacy, partitioned); n != len(partitioning) {
+		t.Fatalf("applied %d migrations of the partitioning, want %d", n, len(partitioning))
 	}
 	s := pgstore.New(legacy, pgstore.Config{})
 	t.Cleanup(s.Close)
