@@ -2,7 +2,8 @@
 -- (docs/architecture.md, "Event IDs, unique within their stream"): each
 -- partition's unique index on id (partition_id_key, 0004) goes, and an
 -- append that may meet its own IDs in its stream checks them after its
--- insert, in its own transaction (event_ids_unique, below).
+-- insert, in its own transaction, holding the streams' heads
+-- (event_ids_unique, below).
 --
 -- The index took about 120 bytes a review on the bench's ledger of 4.66
 -- million reviews, the largest part of the ledger that no read needs, and
@@ -14,16 +15,33 @@
 -- not make that check either, so every backend now keeps the same promise.
 --
 -- Dropping an index is a change of the catalog and the removal of its
--- files: no rewrite, a moment's lock of each partition.
+-- files: no rewrite. It takes each partition's ACCESS EXCLUSIVE lock, held
+-- to the end of the migration, so a long reader of the ledger (audit
+-- verify, a rebuild, pg_dump) holds it up and appends wait behind it
+-- (docs/operations.md, the upgrade note of 0007).
+
+-- event_ids_twice: the IDs that one of streams holds twice, one of the two
+-- written by the current transaction, so that a repeat already stored
+-- stops no later append (such as the copy `ledger detach` makes of the
+-- streams it keeps, the policy snapshots, before their partition goes).
+-- A SQL function, so that the planner inlines it and its plan can be
+-- seen: each partition's index by stream, the streams' few rows.
+CREATE FUNCTION event_ids_twice(streams text[]) RETURNS TABLE (stream text, id uuid)
+LANGUAGE sql STABLE AS $$
+	SELECT e.stream, e.id FROM event e
+	WHERE e.stream = ANY(streams)
+	GROUP BY e.stream, e.id
+	HAVING count(*) > 1 AND bool_or(e.xid = pg_current_xact_id_if_assigned())
+$$;
+
+-- event_ids_unique fails with a unique violation of event_stream_id when
+-- event_ids_twice finds one.
 CREATE FUNCTION event_ids_unique(streams text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
 	dup record;
 BEGIN
-	SELECT e.stream, e.id INTO dup
-	FROM event e WHERE e.stream = ANY(streams)
-	GROUP BY e.stream, e.id HAVING count(*) > 1
-	LIMIT 1;
+	SELECT t.stream, t.id INTO dup FROM event_ids_twice(streams) AS t LIMIT 1;
 	IF FOUND THEN
 		RAISE EXCEPTION 'event % is stored twice in stream %', dup.id, dup.stream
 			USING ERRCODE = 'unique_violation', CONSTRAINT = 'event_stream_id';

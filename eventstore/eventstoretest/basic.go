@@ -3,6 +3,7 @@ package eventstoretest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -299,18 +300,28 @@ func testDuplicateEventID(t *testing.T, s eventstore.Store) {
 
 // testEventIDPerStream: an event ID is unique within its stream, not across
 // the store. The events of one stream appended to a second are written
-// there, alone or beside another stream in AppendMulti, and a retry of
-// either is idempotent; the first stream is left as it was.
+// there, as its first events or after others (a condition that makes a
+// store look for the IDs in the stream), alone or beside another stream in
+// AppendMulti, and a retry of each is idempotent; the first stream is left
+// as it was.
 func testEventIDPerStream(t *testing.T, s eventstore.Store) {
 	first, second, third := streamName("first"), streamName("second"), streamName("third")
 	evs := events(2, "Happened")
+	later := events(1, "Later")
 	mustAppend(t, s, first, eventstore.NoStream, evs...)
+	mustAppend(t, s, first, eventstore.Exact(1), later...)
 
 	res := mustAppend(t, s, second, eventstore.NoStream, evs...)
 	if again := mustAppend(t, s, second, eventstore.NoStream, evs...); again != res {
 		t.Fatalf("re-append to %s: %+v, want the original %+v", second, again, res)
 	}
-	checkSame(t, second, 0, mustRead(t, s, second, 0), evs)
+	for _, expected := range []eventstore.ExpectedRevision{eventstore.Exact(1), eventstore.Any} {
+		res := mustAppend(t, s, second, expected, later...)
+		if again := mustAppend(t, s, second, expected, later...); again != res || res.NextRevision != 2 {
+			t.Fatalf("append to %s at %v: %+v, again %+v; want revision 2 both times", second, expected, res, again)
+		}
+	}
+	checkSame(t, second, 0, mustRead(t, s, second, 0), append(slices.Clone(evs), later...))
 
 	beside := eventstore.StreamAppend{Stream: streamName("beside"), Expected: eventstore.NoStream, Events: events(1, "Beside")}
 	reused := eventstore.StreamAppend{Stream: third, Expected: eventstore.NoStream, Events: evs}
@@ -320,10 +331,11 @@ func testEventIDPerStream(t *testing.T, s eventstore.Store) {
 	if again := mustAppendMulti(t, s, reused); again[0].Err != nil || again[0].AppendResult != results[1].AppendResult {
 		t.Fatalf("re-append to %s: %+v, want the original %+v", third, again[0], results[1])
 	}
-	checkSame(t, first, 0, mustRead(t, s, first, 0), evs)
-	for _, stream := range []string{first, second, third} {
-		if n := len(filter(readAllN(t, s, 2*3+1), stream)); n != 2 {
-			t.Fatalf("ReadAll holds %d events of %s, want 2", n, stream)
+	checkSame(t, first, 0, mustRead(t, s, first, 0), append(slices.Clone(evs), later...))
+	all := readAllN(t, s, 3+3+2+1)
+	for stream, want := range map[string]int{first: 3, second: 3, third: 2} {
+		if n := len(filter(all, stream)); n != want {
+			t.Fatalf("ReadAll holds %d events of %s, want %d", n, stream, want)
 		}
 	}
 }

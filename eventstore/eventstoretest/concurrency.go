@@ -99,9 +99,10 @@ func testConcurrentAny(t *testing.T, s eventstore.Store) {
 
 // testConcurrentRetry has writers append the same events at once, as an
 // append and its retries racing, with each condition that does not name a
-// revision (Any, StreamExists), round after round: every call succeeds with
-// the same result, and the stream holds the events once. Only the event IDs
-// within the stream tell a retry from a new append here.
+// revision (Any, StreamExists), round after round, by Append in even rounds
+// and by AppendMulti beside a stream of its own in odd ones: every call
+// succeeds with the same result, and the stream holds the events once.
+// Only the event IDs within the stream tell a retry from a new append here.
 func testConcurrentRetry(t *testing.T, s eventstore.Store) {
 	const writers, rounds = 6, 8
 	for _, expected := range []eventstore.ExpectedRevision{eventstore.Any, eventstore.StreamExists} {
@@ -120,7 +121,7 @@ func testConcurrentRetry(t *testing.T, s eventstore.Store) {
 				go func() {
 					defer wg.Done()
 					<-start
-					res, err := s.Append(ctxFor(t), stream, expected, evs...)
+					res, err := appendRetried(ctxFor(t), s, stream, expected, evs, round%2 == 1)
 					if err != nil {
 						t.Errorf("%s round %d: append at %v: %v", stream, round, expected, err)
 					}
@@ -138,6 +139,24 @@ func testConcurrentRetry(t *testing.T, s eventstore.Store) {
 		}
 		checkSame(t, stream, 0, mustRead(t, s, stream, 0), want)
 	}
+}
+
+// appendRetried appends evs to stream by Append, or by AppendMulti beside
+// a new stream of its own, and returns the stream's result.
+func appendRetried(ctx context.Context, s eventstore.Store, stream string, expected eventstore.ExpectedRevision, evs []eventstore.EventData, multi bool) (eventstore.AppendResult, error) {
+	if !multi {
+		return s.Append(ctx, stream, expected, evs...)
+	}
+	results, err := s.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: streamName("beside"), Expected: eventstore.NoStream, Events: events(1, "Beside")},
+		eventstore.StreamAppend{Stream: stream, Expected: expected, Events: evs})
+	switch {
+	case err != nil:
+		return eventstore.AppendResult{}, err
+	case results[0].Err != nil:
+		return eventstore.AppendResult{}, fmt.Errorf("beside: %w", results[0].Err)
+	}
+	return results[1].AppendResult, results[1].Err
 }
 
 // testGapFree has many writers append to many streams while a reader tails

@@ -31,8 +31,8 @@ type Ledger struct {
 	policies *Policies
 	// effects reports whether the committer applies work changes.
 	effects bool
-	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, which keep
-	// the event ID index cheap to insert into. Tests may set it.
+	// NewID returns event IDs; time-ordered UUIDs (v7) when nil, fresh for
+	// every event. Tests may set it.
 	NewID func() string
 }
 

@@ -2,11 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reviewledger/reviewledger/eventstore"
+	"github.com/reviewledger/reviewledger/eventstore/pgstore"
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -33,11 +37,66 @@ func TestNoPartitionIndexesID(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	execAll(t, pool, `SELECT event_partitions_ensure(4)`)
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM event_partition`).Scan(&n); err != nil || n < 4 {
-		t.Fatalf("%d partitions (%v), want 4 or more", n, err)
+	if n := partitionsOf(t, pool); n < 4 {
+		t.Fatalf("%d partitions, want 4 or more", n)
 	}
 	if got := idIndexes(t, pool); len(got) > 0 {
 		t.Fatalf("indexes on id: %v, want none", got)
 	}
+}
+
+// TestIDCheckReadsTheStreams: the check of an append's IDs after its insert
+// (event_ids_twice, inlined into the plan) reads the streams' rows through
+// each partition's index by stream, here on 20,000 events of 5,000 streams
+// in two partitions and more, not every event.
+func TestIDCheckReadsTheStreams(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	tinyPartitions(t, pool, 10000)
+	execAll(t, pool,
+		`SELECT event_partitions_ensure(2)`,
+		`INSERT INTO event (stream, revision, id, type, data, metadata)
+			SELECT 'review-' || (g % 5000), g / 5000, gen_random_uuid(), 'T', '\x7b7d', '' FROM generate_series(0, 19999) AS g`,
+		`ANALYZE event`)
+	if used := partitionsUsed(t, pool); used < 2 {
+		t.Fatalf("events in %d partitions, want 2 or more", used)
+	}
+	text := strings.Join(explain(t, planner(t, pool), `SELECT * FROM event_ids_twice($1::text[])`, []string{"review-7", "review-4242"}), "\n")
+	if strings.Contains(text, "Seq Scan") || strings.Count(text, "_stream_idx") < partitionsOf(t, pool) {
+		t.Fatalf("the check of the IDs' plan:\n%s\nwant each partition's index by stream, no scan", text)
+	}
+}
+
+// TestIDCheckIgnoresRepeatsOfOthers: a repeat of an ID already stored in a
+// stream, written by another transaction (as the copy a detach makes of the
+// streams it keeps), stops no later append to it; an append that repeats
+// an ID of the stream itself is still refused.
+func TestIDCheckIgnoresRepeatsOfOthers(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	s := pgstore.New(pool, pgstore.Config{})
+	t.Cleanup(s.Close)
+	ctx := ctxFor(t)
+	first := newEvents(1, "First")
+	mustAppend(t, s, "kept", eventstore.NoStream, first...)
+	execAll(t, pool, `WITH head AS (UPDATE event_stream SET revision = 1 WHERE stream = 'kept')
+		INSERT INTO event (stream, revision, id, type, data, metadata)
+		SELECT stream, 1, id, type, data, metadata FROM event WHERE stream = 'kept'`)
+	res, err := s.Append(ctx, "kept", eventstore.Exact(1), newEvents(1, "Later")...)
+	if err != nil || res.NextRevision != 2 {
+		t.Fatalf("an append after a repeat stored by another: %+v, %v; want it at revision 2", res, err)
+	}
+	if _, err := s.Append(ctx, "kept", eventstore.Exact(2), first...); !errors.Is(err, eventstore.ErrDuplicateEventID) {
+		t.Fatalf("an append repeating an ID of the stream: %v, want ErrDuplicateEventID", err)
+	}
+}
+
+// partitionsOf returns how many partitions the ledger of pool has.
+func partitionsOf(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM event_partition`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -126,11 +126,11 @@ func TestAppendMultiOneTransaction(t *testing.T) {
 const markTable = `CREATE TABLE appended (stream text PRIMARY KEY, last uuid NOT NULL)`
 
 // mark is the statement for a: a row for the stream if its last event is
-// stored, idempotent.
+// stored in it, idempotent.
 func mark(a eventstore.StreamAppend) pgstore.Statement {
 	last := a.Events[len(a.Events)-1].ID
 	return pgstore.Statement{
-		SQL:  `INSERT INTO appended (stream, last) SELECT $1, $2::uuid WHERE EXISTS (SELECT 1 FROM event WHERE id = $2::uuid) ON CONFLICT DO NOTHING`,
+		SQL:  `INSERT INTO appended (stream, last) SELECT $1, $2::uuid WHERE EXISTS (SELECT 1 FROM event WHERE stream = $1 AND id = $2::uuid) ON CONFLICT DO NOTHING`,
 		Args: []any{a.Stream, last},
 	}
 }
