@@ -79,14 +79,15 @@ func TestIDCheckIgnoresRepeatsOfOthers(t *testing.T) {
 	ctx := ctxFor(t)
 	first := newEvents(1, "First")
 	mustAppend(t, s, "kept", eventstore.NoStream, first...)
-	execAll(t, pool, `WITH head AS (UPDATE event_stream SET revision = 1 WHERE stream = 'kept')
-		INSERT INTO event (stream, revision, id, type, data, metadata)
-		SELECT stream, 1, id, type, data, metadata FROM event WHERE stream = 'kept'`)
-	res, err := s.Append(ctx, "kept", eventstore.Exact(1), newEvents(1, "Later")...)
-	if err != nil || res.NextRevision != 2 {
-		t.Fatalf("an append after a repeat stored by another: %+v, %v; want it at revision 2", res, err)
+	// As pgstore.Detach keeps a stream: its events copied as they are,
+	// the head left alone.
+	execAll(t, pool, `INSERT INTO event (stream, revision, id, type, data, metadata)
+		SELECT stream, revision, id, type, data, metadata FROM event WHERE stream = 'kept'`)
+	res, err := s.Append(ctx, "kept", eventstore.Exact(0), newEvents(1, "Later")...)
+	if err != nil || res.NextRevision != 1 {
+		t.Fatalf("an append after a repeat stored by another: %+v, %v; want it at revision 1", res, err)
 	}
-	if _, err := s.Append(ctx, "kept", eventstore.Exact(2), first...); !errors.Is(err, eventstore.ErrDuplicateEventID) {
+	if _, err := s.Append(ctx, "kept", eventstore.Exact(1), first...); !errors.Is(err, eventstore.ErrDuplicateEventID) {
 		t.Fatalf("an append repeating an ID of the stream: %v, want ErrDuplicateEventID", err)
 	}
 }

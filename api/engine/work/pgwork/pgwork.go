@@ -207,31 +207,45 @@ func (s *Store) Payload(ctx context.Context, reviewID string) (work.Payload, err
 // at most.
 const purgeBatch = 10000
 
-// purgeSQL deletes the oldest $2 contents stored before $1 whose review has
-// no work record.
-const purgeSQL = `DELETE FROM review_payload p WHERE p.review_id IN (
-	SELECT q.review_id FROM review_payload q
-	WHERE q.stored_at < $1 AND NOT EXISTS (SELECT 1 FROM review_work w WHERE w.review_id = q.review_id)
-	ORDER BY q.stored_at
-	LIMIT $2)`
+// purgeSQL deletes the oldest purgeBatch contents stored before $1, from
+// $2 on, whose review has no work record, and returns how many it deleted
+// and the latest stored_at among them. The outer conditions repeat the
+// inner ones, so that a content stored again meanwhile (a resubmission
+// writes its row anew) is checked as it is now, not as the batch saw it.
+var purgeSQL = fmt.Sprintf(`WITH gone AS (
+	DELETE FROM review_payload p
+	WHERE p.review_id IN (
+		SELECT q.review_id FROM review_payload q
+		WHERE q.stored_at < $1 AND q.stored_at >= $2
+			AND NOT EXISTS (SELECT 1 FROM review_work w WHERE w.review_id = q.review_id)
+		ORDER BY q.stored_at
+		LIMIT %d)
+		AND p.stored_at < $1
+		AND NOT EXISTS (SELECT 1 FROM review_work w WHERE w.review_id = p.review_id)
+	RETURNING p.stored_at
+)
+SELECT count(*), coalesce(max(stored_at), $2) FROM gone`, purgeBatch)
 
 // PurgePayloads implements work.Store. It deletes in statements of
-// purgeBatch contents, each its own transaction, oldest first, until one
-// deletes fewer. One statement for every content past the retention held
-// its snapshot for as long as it ran: autovacuum could not clean
-// review_work meanwhile, which the reviews still arriving filled with dead
-// rows, and the statement's anti-join over review_work slowed as it grew
-// (a purge of about 480,000 contents on a ledger of 3,000,000 reviews ran for
-// 17 minutes before it was stopped; docs/benchmarks.md, "At scale").
+// purgeBatch contents, each its own transaction, oldest first, each from
+// where the one before ended, until one deletes fewer. As one statement
+// for every content past the retention it held its snapshot for as long
+// as it ran, and autovacuum could not clean review_work meanwhile, which
+// the reviews still arriving filled with dead rows: at 3,000,000 reviews
+// such a purge had not ended after 17 minutes (docs/benchmarks.md, "At
+// scale").
 func (s *Store) PurgePayloads(ctx context.Context, cutoff time.Time) (int64, error) {
-	var total int64
+	var (
+		total int64
+		from  = time.Time{}
+	)
 	for {
-		tag, err := s.pool.Exec(ctx, purgeSQL, cutoff, purgeBatch)
-		if err != nil {
+		var n int64
+		if err := s.pool.QueryRow(ctx, purgeSQL, cutoff, from).Scan(&n, &from); err != nil {
 			return total, storeerr.Wrap(ctx, "purge content", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < purgeBatch {
+		total += n
+		if n < purgeBatch {
 			return total, nil
 		}
 	}
