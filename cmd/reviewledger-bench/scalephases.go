@@ -543,12 +543,3 @@ func (r *scaleRun) audit(ctx context.Context) (int64, error) {
 	r.line("  of which the process (reviewledger version)", fmt.Sprintf("p99 %s, median %s", ms(benchtarget.Quantile(bare, 0.99)), ms(benchtarget.Quantile(bare, 0.5))), "", "")
 	return events, nil
 }
-
-// bytesAudited prints the bytes per review once the whole ledger has been
-// verified, events of its reviews in all: an audited ledger keeps an
-// anchor a review (audit_anchor), which the figure after the growth,
-// before any audit, has none of. The ledger has grown meanwhile by the
-// end-to-end rounds and the steady load.
-func (r *scaleRun) bytesAudited(ctx context.Context, events int64) error {
-	return r.bytes(ctx, "bytes per review on disk after audit verify", events)
-}

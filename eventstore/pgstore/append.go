@@ -184,21 +184,50 @@ func (s *Store) insert(ctx context.Context, p part, then []Statement) (eventstor
 
 func (s *Store) insertOnce(ctx context.Context, p part, then []Statement) (eventstore.AppendResult, bool, error) {
 	sql, args := insertQuery(p)
-	check := p.code != codeNoStream
-	if !check && len(then) == 0 {
+	var (
+		res      eventstore.AppendResult
+		inserted bool
+	)
+	err := s.pipeline(ctx, sql, args, checked(p), then, func(rows pgx.Rows) (err error) {
+		res, inserted, err = collectInsert(rows)
+		return err
+	})
+	return res, inserted, err
+}
+
+// checked returns the streams of parts whose append checkIDsSQL checks:
+// all but a stream's first (NoStream).
+func checked(parts ...part) []string {
+	var streams []string
+	for _, p := range parts {
+		if p.code != codeNoStream {
+			streams = append(streams, p.Stream)
+		}
+	}
+	return streams
+}
+
+// pipeline runs an append statement, sql with args, whose rows collect
+// reads; then checkIDsSQL on the streams of check, if any; then the
+// statements of then: one round trip and one implicit transaction (a
+// pgx.Batch sent as one pipeline), or a plain query when the statement is
+// alone. The check's unique violation is returned as the driver gave it
+// (idsTwice), a failing statement of then as ErrStatement.
+func (s *Store) pipeline(ctx context.Context, sql string, args []any, check []string, then []Statement, collect func(pgx.Rows) error) error {
+	if len(check) == 0 && len(then) == 0 {
 		rows, _ := s.pool.Query(ctx, sql, args...)
-		return collectInsert(rows)
+		return collect(rows)
 	}
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	if check {
-		b.Queue(checkIDsSQL, []string{p.Stream})
+	if len(check) > 0 {
+		b.Queue(checkIDsSQL, check)
 	}
 	queue(b, then)
 	br := s.pool.SendBatch(ctx, b)
 	rows, _ := br.Query()
-	res, inserted, err := collectInsert(rows)
-	if err == nil && check {
+	err := collect(rows)
+	if err == nil && len(check) > 0 {
 		_, err = br.Exec()
 	}
 	if err == nil {
@@ -207,7 +236,7 @@ func (s *Store) insertOnce(ctx context.Context, p part, then []Statement) (event
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return res, inserted, err
+	return err
 }
 
 func insertQuery(p part) (string, []any) {

@@ -178,34 +178,11 @@ func (s *Store) insertAll(ctx context.Context, parts []part, then []Statement) (
 
 func (s *Store) insertAllOnce(ctx context.Context, parts []part, then []Statement) (map[int]eventstore.AppendResult, error) {
 	args, index := multiArgs(parts)
-	var check []string
-	for _, p := range parts {
-		if p.code != codeNoStream {
-			check = append(check, p.Stream)
-		}
-	}
-	if len(check) == 0 && len(then) == 0 {
-		rows, _ := s.pool.Query(ctx, appendMultiSQL, args...)
-		return collectMulti(rows, index)
-	}
-	b := &pgx.Batch{}
-	b.Queue(appendMultiSQL, args...)
-	if len(check) > 0 {
-		b.Queue(checkIDsSQL, check)
-	}
-	queue(b, then)
-	br := s.pool.SendBatch(ctx, b)
-	rows, _ := br.Query()
-	written, err := collectMulti(rows, index)
-	if err == nil && len(check) > 0 {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = execStatements(ctx, br, len(then))
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	var written map[int]eventstore.AppendResult
+	err := s.pipeline(ctx, appendMultiSQL, args, checked(parts...), then, func(rows pgx.Rows) (err error) {
+		written, err = collectMulti(rows, index)
+		return err
+	})
 	return written, err
 }
 

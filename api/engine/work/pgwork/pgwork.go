@@ -237,7 +237,7 @@ SELECT count(*), coalesce(max(stored_at), $2) FROM gone`, purgeBatch)
 func (s *Store) PurgePayloads(ctx context.Context, cutoff time.Time) (int64, error) {
 	var (
 		total int64
-		from  = time.Time{}
+		from  time.Time // the oldest at first
 	)
 	for {
 		var n int64
