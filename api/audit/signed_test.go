@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
@@ -120,8 +122,7 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	exec(`UPDATE event SET data = convert_to(replace(convert_from(data, 'UTF8'), '"rejected"', '"accepted"'), 'UTF8')
 		WHERE stream = 'review-rewritten' AND revision = 8`)
 	exec(strings.ReplaceAll(rechainSQL, "%[1]s", "review-rewritten"))
-	exec(`UPDATE audit_anchor a SET hash_bytes = substring(e.metadata from 3 for 32)
-		FROM event e WHERE a.review_id = 'rewritten' AND e.stream = 'review-rewritten' AND e.revision = a.revision`)
+	forgeAnchor(t, pool, "rewritten")
 	exec(`UPDATE event SET recorded_at = recorded_at - interval '1 hour' WHERE stream = 'review-retimed' AND revision = 3`)
 	// The signer's own index is no witness: rewriting it changes nothing.
 	exec(`UPDATE audit_signed_head s SET hash = ` + hexHashSQL + `
@@ -202,5 +203,23 @@ func TestSignedCheckpointsCatchWhatTheDatabaseAdministratorRewrites(t *testing.T
 	rep, _ = wrongKey.Verify(ctx, "")
 	if msg := strings.Join(rep.Broken, "\n"); !strings.Contains(msg, "signed with key "+signer.KeyID()+", which is not among the public keys given") {
 		t.Fatalf("another key: broken:\n%s", msg)
+	}
+}
+
+// forgeAnchor moves the anchor of review id to the hash of its stream's
+// last event, as an administrator who rewrote its history and its chain
+// would: the hash from the binary metadata (schema 4: a mark byte, the
+// schema in one byte, the hash's 32 bytes, …).
+func forgeAnchor(t *testing.T, pool *pgxpool.Pool, id string) {
+	t.Helper()
+	ctx := context.Background()
+	var m audit.Mark
+	err := pool.QueryRow(ctx, `SELECT revision, encode(substring(metadata from 3 for 32), 'hex') FROM event
+		WHERE stream = $1 ORDER BY revision DESC LIMIT 1`, "review-"+id).Scan(&m.Revision, &m.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (audit.PGAnchors{Pool: pool}).Advance(ctx, map[string]audit.Mark{id: m}, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }

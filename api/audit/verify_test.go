@@ -3,12 +3,13 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reviewledger/reviewledger/api/audit"
@@ -207,7 +208,7 @@ func TestVerifyCrossChecksReviewSummary(t *testing.T) {
 func TestWitnessErrorsCarryNoDriverType(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
-	if _, err := pool.Exec(ctx, `DROP TABLE audit_anchor; DROP TABLE review_summary`); err != nil {
+	if _, err := pool.Exec(ctx, `DROP TABLE audit_anchor_page; DROP TABLE review_summary`); err != nil {
 		t.Fatal(err)
 	}
 	anchors := audit.PGAnchors{Pool: pool}
@@ -246,38 +247,48 @@ func TestVerifyWritesOnlyMovedAnchors(t *testing.T) {
 	for _, id := range []string{"a-1", "a-2"} {
 		sample(t, l, id)
 	}
-	verify := func(at time.Time, want int) {
+	anchors := &recordingAnchors{Anchors: audit.PGAnchors{Pool: pool}}
+	verify := func(at time.Time, want int, moved ...string) {
 		t.Helper()
-		v := &audit.Verifier{Store: store, Histories: l, Anchors: audit.PGAnchors{Pool: pool}, Now: func() time.Time { return at }}
+		anchors.moved = nil
+		v := &audit.Verifier{Store: store, Histories: l, Anchors: anchors, Now: func() time.Time { return at }}
 		rep, err := v.Verify(ctx, "")
 		if err != nil || rep.Err() != nil || rep.Anchored != want {
 			t.Fatalf("verify at %s: %+v, %v; want %d anchored", at, rep, err, want)
 		}
-	}
-	verify(t0, 2)
-	sample(t, l, "a-3")
-	verify(t0.Add(time.Hour), 3)
-	rows, err := pool.Query(ctx, `SELECT review_id, anchored_at FROM audit_anchor ORDER BY review_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]time.Time{}
-	var (
-		id string
-		at time.Time
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error { got[id] = at; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]time.Time{"a-1": t0, "a-2": t0, "a-3": t0.Add(time.Hour)}
-	if len(got) != len(want) {
-		t.Fatalf("anchors %v, want %v", got, want)
-	}
-	for id, w := range want {
-		if !got[id].Equal(w) {
-			t.Errorf("%s anchored at %s, want %s", id, got[id], w)
+		if got := slices.Sorted(maps.Keys(anchors.moved)); !slices.Equal(got, moved) {
+			t.Fatalf("verify at %s advanced the anchors of %v, want %v", at, got, moved)
 		}
 	}
+	verify(t0, 2, "a-1", "a-2")
+	sample(t, l, "a-3")
+	verify(t0.Add(time.Hour), 3, "a-3")
+	got, err := audit.PGAnchors{Pool: pool}.Marks(ctx, nil)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("anchors %v, %v; want a-1, a-2 and a-3", got, err)
+	}
+	for id, m := range got {
+		if m.Revision != 8 {
+			t.Errorf("%s anchored at revision %d, want its head, 8", id, m.Revision)
+		}
+	}
+}
+
+// recordingAnchors records the marks every Advance is given.
+type recordingAnchors struct {
+	audit.Anchors
+	mu    sync.Mutex
+	moved map[string]audit.Mark
+}
+
+func (r *recordingAnchors) Advance(ctx context.Context, marks map[string]audit.Mark, at time.Time) error {
+	r.mu.Lock()
+	if r.moved == nil {
+		r.moved = make(map[string]audit.Mark)
+	}
+	maps.Copy(r.moved, marks)
+	r.mu.Unlock()
+	return r.Anchors.Advance(ctx, marks, at)
 }
 
 // A review verified alone reads its witnesses one after the other, on the

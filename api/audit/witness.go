@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,65 +42,6 @@ func (a ReplicaAnchors) ReviewIDs(ctx context.Context, each func(id string) erro
 func (a ReplicaAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
 	return a.Primary.Advance(ctx, marks, at)
 }
-
-// PGAnchors keeps audit anchors in PostgreSQL (migration 0030_audit_anchor,
-// their hashes stored as bytes, hash_bytes, since 0033_audit_anchor_bytes; a Mark's
-// hash is hex).
-type PGAnchors struct {
-	Pool *pgxpool.Pool
-}
-
-var (
-	_ Anchors      = PGAnchors{}
-	_ ReviewLister = PGAnchors{}
-)
-
-// Name implements Witness.
-func (PGAnchors) Name() string { return "audit anchor" }
-
-// Marks implements Witness.
-func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, error) {
-	return readMarks(ctx, a.Pool, anchorMarks, ids)
-}
-
-// ReviewIDs implements ReviewLister.
-func (a PGAnchors) ReviewIDs(ctx context.Context, each func(id string) error) error {
-	rows, _ := a.Pool.Query(ctx, `SELECT review_id FROM audit_anchor`)
-	return eachReviewID(ctx, rows, each)
-}
-
-// Advance implements Anchors: the marks in statements of anchorChunk
-// rows each, in one transaction.
-func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
-	ids := make([]string, 0, len(marks))
-	for id := range marks {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids) // the rows locked in one order by every writer
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		for chunk := range slices.Chunk(ids, anchorChunk) {
-			revs, hashes := make([]int64, len(chunk)), make([]string, len(chunk))
-			for i, id := range chunk {
-				revs[i], hashes[i] = int64(marks[id].Revision), marks[id].Hash
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO audit_anchor AS a (review_id, revision, hash_bytes, anchored_at)
-				SELECT id, rev, decode(hash, 'hex'), $4 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS m(id, rev, hash)
-				ON CONFLICT (review_id) DO UPDATE SET revision = EXCLUDED.revision, hash_bytes = EXCLUDED.hash_bytes, anchored_at = EXCLUDED.anchored_at
-				WHERE a.revision <= EXCLUDED.revision`, chunk, revs, hashes, at)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return storeerr.Wrap(ctx, "advance audit anchors", err)
-	}
-	return nil
-}
-
-// anchorChunk is how many anchors one statement writes.
-const anchorChunk = 5000
 
 // PGSummaries is the review_summary read model as a witness: the version
 // each review had reached when the projection last saw it. A projection
@@ -153,7 +93,6 @@ type markQueries struct {
 }
 
 var (
-	anchorMarks  = marksOf("audit_anchor", "revision, encode(hash_bytes, 'hex')")
 	summaryMarks = marksOf("review_summary", "version, ''")
 )
 

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
@@ -23,7 +27,9 @@ func TestWitnessMarksOfManyAndOfFew(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	for _, sql := range []string{
-		`INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) SELECT format('r%s', lpad(g::text, 4, '0')), g, sha256(g::text::bytea), now() FROM generate_series(0, 2999) g`,
+		`INSERT INTO audit_anchor_page SELECT * FROM audit_anchor_pack(array_fill(0::bigint, ARRAY[3000]),
+			ARRAY(SELECT format('r%s', lpad(g::text, 4, '0')) FROM generate_series(0, 2999) g), ARRAY(SELECT g FROM generate_series(0, 2999) g),
+			ARRAY(SELECT sha256(g::text::bytea) FROM generate_series(0, 2999) g), now())`,
 		`INSERT INTO review_summary (review_id, content_class, state, attempts, version, submitted_at, deadline, human_gate, updated_at)
 			SELECT format('r%s', lpad(g::text, 4, '0')), 'caption_suggestion', 'accepted', 1, g, now(), now(), false, now() FROM generate_series(0, 2999) g`,
 	} {
@@ -66,32 +72,151 @@ func TestWitnessMarksOfManyAndOfFew(t *testing.T) {
 	}
 }
 
-// Anchors written before migration 0033 (hashes as hex text) read the same
-// after it, which stores them as their bytes, applied last as an upgrade
-// applies it; and the table refuses a hash that is not 32 bytes.
-func TestAnchorsKeepTheirHashesThroughMigration0033(t *testing.T) {
+// Anchors written before migration 0033 (hashes as hex text) read the
+// same after it, which stores them as their bytes, and after 0051, which
+// packs them in pages, each applied last as an upgrade applies it; and
+// the table of 0033 refuses a hash that is not 32 bytes.
+func TestAnchorsKeepTheirHashesThroughMigrations(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.EmptySchema(t, "before")
-	dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version != 33 })
+	dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version < 33 })
 	if _, err := pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash, anchored_at)
-		SELECT 'r' || g, g, encode(sha256(g::text::bytea), 'hex'), now() FROM generate_series(1, 100) g`); err != nil {
+		SELECT 'r' || g, g, encode(sha256(g::text::bytea), 'hex'), now() FROM generate_series(1, 300) g`); err != nil {
 		t.Fatal(err)
 	}
-	if n := dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version == 33 }); n != 1 {
-		t.Fatalf("%d migrations 0033, want 1", n)
+	if n := dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version >= 33 && m.Version < 51 }); n == 0 {
+		t.Fatal("no migration from 0033 to 0050 applied")
+	}
+	_, err := pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) VALUES ('short', 1, '\x01', now())`)
+	if storeerr.Code(err) != storeerr.CodeCheckViolation {
+		t.Fatalf("a hash of one byte: %v, want a check violation", err)
+	}
+	if n := dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version >= 51 }); n == 0 {
+		t.Fatal("no migration from 0051 on applied")
+	}
+	var (
+		pages   int
+		lz4     bool
+		methods string
+	)
+	err = pool.QueryRow(ctx, `SELECT count(*), string_agg(DISTINCT coalesce(pg_column_compression(anchors), 'none'), ',') FILTER (WHERE octet_length(anchors) > 4096),
+		(SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression')
+		FROM audit_anchor_page`).Scan(&pages, &methods, &lz4)
+	if err != nil || pages != 3 {
+		t.Fatalf("300 anchors in %d pages (%v), want 3 (128, 128, 44)", pages, err)
+	}
+	switch {
+	case lz4 && methods != "lz4":
+		t.Errorf("full pages compressed with %s, want lz4 (this server has it)", methods)
+	case !lz4:
+		t.Logf("this server has no lz4: full pages compressed with %s", methods)
 	}
 	got, err := audit.PGAnchors{Pool: pool}.Marks(ctx, nil)
-	if err != nil || len(got) != 100 {
-		t.Fatalf("marks after the migration: %d, %v; want 100", len(got), err)
+	if err != nil || len(got) != 300 {
+		t.Fatalf("marks after the migrations: %d, %v; want 300", len(got), err)
 	}
-	for i := 1; i <= 100; i++ {
+	for i := 1; i <= 300; i++ {
 		sum := sha256.Sum256(fmt.Append(nil, i))
 		if m := got[fmt.Sprint("r", i)]; m.Revision != uint64(i) || m.Hash != hex.EncodeToString(sum[:]) {
 			t.Fatalf("r%d: %+v, want revision %d and hash %x", i, m, i, sum)
 		}
 	}
-	_, err = pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) VALUES ('short', 1, '\x01', now())`)
-	if storeerr.Code(err) != storeerr.CodeCheckViolation {
-		t.Fatalf("a hash of one byte: %v, want a check violation", err)
+}
+
+// TestAnchorPagesAdvance: Advance keeps the anchors packed in pages that
+// never overlap. It moves anchors forward only (a hash at the same
+// revision replaces the old one), splits a page grown past 128 into two
+// of about half, gives reviews before every page pages of their own,
+// leaves pages it has nothing for as they are, and a page that cannot be
+// read is an error naming it.
+func TestAnchorPagesAdvance(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	a := audit.PGAnchors{Pool: pool}
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	marks := func(from, to, step int, rev uint64, salt string) map[string]audit.Mark {
+		out := map[string]audit.Mark{}
+		for i := from; i < to; i += step {
+			id := fmt.Sprintf("p%04d", i)
+			out[id] = audit.Mark{Revision: rev, Hash: hash(id + salt)}
+		}
+		return out
+	}
+	advance := func(ms map[string]audit.Mark, at time.Time) {
+		t.Helper()
+		if err := a.Advance(ctx, ms, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type page struct {
+		first   string
+		at      time.Time
+		anchors int
+	}
+	pages := func() []page {
+		t.Helper()
+		rows, _ := pool.Query(ctx, `SELECT first_id, anchored_at FROM audit_anchor_page ORDER BY first_id`)
+		ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (page, error) {
+			var p page
+			return p, r.Scan(&p.first, &p.at)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := a.Marks(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range all {
+			i, _ := slices.BinarySearchFunc(ps, id, func(p page, id string) int { return strings.Compare(p.first, id) })
+			if i == len(ps) || ps[i].first != id {
+				i-- // the page before, whose first_id is the greatest not after id
+			}
+			ps[i].anchors++
+		}
+		return ps
+	}
+	// 200 reviews, every other from p1000: two pages of 100.
+	advance(marks(1000, 1400, 2, 1, ""), t0)
+	if ps := pages(); len(ps) != 2 || ps[0].first != "p1000" || ps[0].anchors != 100 || ps[1].anchors != 100 {
+		t.Fatalf("200 anchors: pages %+v, want two of 100 from p1000", ps)
+	}
+	// 40 reviews joining the first page (p1001, p1003, …): it splits in
+	// two of 70; the second page is left as it was.
+	advance(marks(1001, 1081, 2, 1, ""), t0.Add(time.Hour))
+	ps := pages()
+	if len(ps) != 3 || ps[0].anchors != 70 || ps[1].anchors != 70 || ps[2].anchors != 100 ||
+		!ps[0].at.Equal(t0.Add(time.Hour)) || !ps[2].at.Equal(t0) {
+		t.Fatalf("after 40 joined the first page: %+v, want 70 and 70 at %s, then the 100 of before at %s", ps, t0.Add(time.Hour), t0)
+	}
+	// Reviews before every page, and anchors moved back, forward and to
+	// another hash at the same revision.
+	advance(map[string]audit.Mark{
+		"a0001": {Revision: 3, Hash: hash("a")},
+		"p1000": {Revision: 0, Hash: hash("back")},
+		"p1002": {Revision: 5, Hash: hash("forward")},
+		"p1398": {Revision: 1, Hash: hash("same revision")},
+	}, t0.Add(2*time.Hour))
+	got, err := a.Marks(ctx, []string{"a0001", "p1000", "p1002", "p1398", "p1399"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]audit.Mark{
+		"a0001": {Revision: 3, Hash: hash("a")},
+		"p1000": {Revision: 1, Hash: hash("p1000")},
+		"p1002": {Revision: 5, Hash: hash("forward")},
+		"p1398": {Revision: 1, Hash: hash("same revision")},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("marks after moves back, forward and sideways:\n%v\nwant\n%v", got, want)
+	}
+	if ps := pages(); len(ps) != 4 || ps[0].first != "a0001" || ps[0].anchors != 1 {
+		t.Fatalf("pages after a review before every page: %+v, want one of its own first", ps)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE audit_anchor_page SET anchors = substring(anchors from 1 for 20) WHERE first_id = 'p1000'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Marks(ctx, nil); err == nil || !strings.Contains(err.Error(), `audit anchor page "p1000"`) {
+		t.Fatalf("a page cut short: %v, want an error naming it", err)
 	}
 }

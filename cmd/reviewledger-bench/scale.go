@@ -229,7 +229,7 @@ func (r *scaleRun) phases(ctx context.Context) error {
 	}
 	// The bytes again once the whole ledger has been verified, events of
 	// its reviews in all: an audited ledger keeps an anchor a review
-	// (audit_anchor), which the figure after the growth, before any audit,
+	// (audit_anchor_page), which the figure after the growth, before any audit,
 	// has none of. The ledger has grown meanwhile by the end-to-end rounds
 	// and the steady load.
 	if err := r.bytes(ctx, "bytes per review on disk after audit verify", events); err != nil {

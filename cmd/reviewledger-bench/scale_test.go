@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +55,9 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 	for _, figure := range []string{
 		`growth \(the product's write path\) +2000 reviews, \d+ events`,
 		`  final states +accepted \d+, manual_review 500, rejected \d+`,
+		`  VACUUM \(ANALYZE\) after the growth +[\d.]+m?s$`,
 		`projections catch-up at N \(all read models\) +\d+ events .* >= 100000/s +` + verdict,
+		`  VACUUM \(ANALYZE\) after the catch-up +[\d.]+m?s$`,
 		`bytes per review on disk, content excluded +\d+ B .*<= 1200 B +` + verdict,
 		`bytes per review on disk, content included +\d+ B`,
 		`  event +\d+ B/review`,
@@ -76,7 +79,7 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 		fmt.Sprintf(`steady tables flat +\d+ of %d +<= \+10%% +`, len(steadyTables)) + verdict,
 		`projections rebuild at N \(all read models\) +\d+ events .* >= 100000/s +` + verdict,
 		`audit verify at N +\d+ reviews in .* >= 50000/s +` + verdict,
-		`  VACUUM \(ANALYZE\) audit_anchor after it +[\d.]+m?s$`,
+		`  VACUUM \(ANALYZE\) audit_anchor_page after it +[\d.]+m?s$`,
 		`audit verify --review ID \(the whole command\) +p99 [\d.]+ms over 3 reviews +< 50.0ms +` + verdict,
 		`  of which the process \(reviewledger version\) +p99 [\d.]+ms, median [\d.]+ms$`,
 		`bytes per review on disk after audit verify, content excluded +\d+ B .*<= 1200 B +` + verdict,
@@ -85,14 +88,14 @@ func TestScaleRunPrintsEveryFigure(t *testing.T) {
 			t.Errorf("no line matching %q", figure)
 		}
 	}
-	// The figure after the audit counts the anchor it left a review; the
-	// one after the growth, before any audit, an empty table (its indexes'
-	// first pages).
-	audited := regexp.MustCompile(`(?ms)^bytes per review on disk after audit verify, content excluded.*?^  audit_anchor +(\d+) B/review`).FindStringSubmatch(text)
+	// The figure after the audit counts the anchor it left a review, in
+	// pages; the one after the growth, before any audit, an empty table
+	// (its index's first page).
+	audited := regexp.MustCompile(`(?ms)^bytes per review on disk after audit verify, content excluded.*?^  audit_anchor_page +(\d+) B/review`).FindStringSubmatch(text)
 	if audited == nil {
-		t.Error("no audit_anchor line after the audit's bytes")
-	} else if n, _ := strconv.Atoi(audited[1]); n < 40 {
-		t.Errorf("audit_anchor after the audit: %d B a review, want an anchor's row and key (at least 40)", n)
+		t.Error("no audit_anchor_page line after the audit's bytes")
+	} else if n, _ := strconv.Atoi(audited[1]); n < sha256.Size {
+		t.Errorf("audit_anchor_page after the audit: %d B a review, want at least the hash an anchor holds (%d)", n, sha256.Size)
 	}
 	checks := regexp.MustCompile(`(?m)^checks passed: (.*)$`).FindStringSubmatch(text)
 	if checks == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/eventstore/clock/clocktest"
 	"github.com/reviewledger/reviewledger/eventstore/eventstoretest"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
@@ -150,8 +151,12 @@ func TestServeSignsCheckpoints(t *testing.T) {
 	writeReview(t, l, "r2", t0.Add(time.Second))
 	// The hash, from the binary metadata (schema 4: a mark byte, the
 	// schema in one byte, the hash's 32 bytes, …).
-	if _, err := pool.Exec(ctx, `UPDATE audit_anchor a SET hash_bytes = substring(e.metadata from 3 for 32)
-		FROM event e WHERE a.review_id = 'r2' AND e.stream = 'review-r2' AND e.revision = a.revision`); err != nil {
+	var m audit.Mark
+	if err := pool.QueryRow(ctx, `SELECT revision, encode(substring(metadata from 3 for 32), 'hex') FROM event
+		WHERE stream = 'review-r2' ORDER BY revision DESC LIMIT 1`).Scan(&m.Revision, &m.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := (audit.PGAnchors{Pool: pool}).Advance(ctx, map[string]audit.Mark{"r2": m}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, stderr := runCLI(t, ctx, "audit", "verify"); code != 0 {
