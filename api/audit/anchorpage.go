@@ -134,7 +134,7 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 				groups, pIDs, revs, hashes = append(groups, int64(g)), append(pIDs, id), append(revs, int64(m.Revision)), append(hashes, hash)
 			}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM audit_anchor_page WHERE first_id = ANY($1::text[])`, firsts); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM audit_anchor_page p USING unnest($1::text[]) AS f(first) WHERE p.first_id = f.first`, firsts); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO audit_anchor_page (first_id, anchored_at, anchors)
@@ -159,7 +159,7 @@ type anchorPage struct {
 // ids is in one of them, with its stored mark when it has one (a zero
 // mark otherwise, which any mark moves).
 func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anchorPage, error) {
-	rows, _ := tx.Query(ctx, `SELECT m.id, coalesce(`+pageOf("m.id")+`, '') FROM unnest($1::text[]) AS m(id)`, ids)
+	rows, _ := tx.Query(ctx, pageOfEach, ids)
 	byFirst := make(map[string]*anchorPage)
 	var id, first string
 	_, err := pgx.ForEachRow(rows, []any{&id, &first}, func() error {
@@ -174,14 +174,32 @@ func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anc
 	if err != nil {
 		return nil, err
 	}
-	rows, _ = tx.Query(ctx, `SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = ANY($1::text[])`,
-		slices.Collect(maps.Keys(byFirst)))
+	rows, _ = tx.Query(ctx, pagesByFirst, slices.Collect(maps.Keys(byFirst)))
 	err = eachPage(ctx, rows, func(first, id string, m Mark) error {
 		byFirst[first].marks[id] = m
 		return nil
 	})
 	return slices.Collect(maps.Values(byFirst)), err
 }
+
+// pageOfEach gives each review of $1 with the first_id of its page (empty
+// before every page) in one sort: the reviews and the first_ids of the
+// pages of their span, ordered together, a page before a review of the
+// same ID, each review taking the greatest first_id before it.
+var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM unnest($1::text[]) id),
+	u AS (
+		SELECT id AS key, false AS page FROM unnest($1::text[]) id
+		UNION ALL
+		SELECT p.first_id, true FROM r JOIN audit_anchor_page p ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi
+	)
+	SELECT key, first FROM (
+		SELECT key, page, coalesce(max(key) FILTER (WHERE page) OVER (ORDER BY key, page DESC ROWS UNBOUNDED PRECEDING), '') AS first
+		FROM u
+	) s WHERE NOT page`
+
+// pagesByFirst reads the pages whose first_id is in $1, each looked up.
+const pagesByFirst = `SELECT p.first_id, p.anchors FROM unnest($1::text[]) AS f(first)
+	CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = f.first LIMIT 1) p`
 
 // anchorHash returns the 32 bytes of m's hash, which must be the hex of
 // a SHA-256.
