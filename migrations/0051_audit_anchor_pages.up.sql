@@ -12,17 +12,25 @@
 --   the hash of the event at that revision (32 bytes);
 -- the value is compressed (lz4, below) and stored out of line by
 -- PostgreSQL (TOAST).
--- first_id is the least review ID of the page: pages never overlap, so
--- the page of a review is the one with the greatest first_id not after
--- it. anchored_at is when an anchor of the
--- page last moved (a review's own time is not kept: nothing read it).
+--
+-- Review IDs are ordered by their bytes (COLLATE "C") wherever pages are
+-- concerned, whatever the database's collation: the order is written
+-- into the pages, which a REINDEX after a change of the system's
+-- collation rules could not put right. first_id is the least review ID of
+-- the page: pages never overlap, so the page of a review is the one with
+-- the greatest first_id not after it. anchored_at is when an anchor of
+-- the page last moved (a review's own time is not kept: nothing read it).
+-- The checks audit_anchor made on each row (a revision not negative, a
+-- hash of 32 bytes) are made by the writer (api/audit, PGAnchors.Advance)
+-- and the reader, which refuses a page it cannot read.
 --
 -- The anchors are copied into pages, in the order of their IDs, and the
--- old table dropped: only `reviewledger audit verify` reads or writes
--- them, and an audit that starts meanwhile waits for the copy. Grants or
--- comments on the old table are not carried over.
+-- old table dropped, under its ACCESS EXCLUSIVE lock: only `reviewledger
+-- audit verify` reads or writes them, and one that starts meanwhile, of
+-- either release, waits for the copy. Grants or comments on the old
+-- table are not carried over.
 CREATE TABLE audit_anchor_page (
-	first_id    text PRIMARY KEY,
+	first_id    text COLLATE "C" PRIMARY KEY,
 	anchored_at timestamptz NOT NULL,
 	anchors     bytea NOT NULL CHECK (octet_length(anchors) > 0)
 );
@@ -39,6 +47,12 @@ EXCEPTION WHEN feature_not_supported THEN
 END
 $$;
 
+-- audit_anchor_entry is one anchor as a page holds it.
+CREATE FUNCTION audit_anchor_entry(id text, revision bigint, hash bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+	SELECT int2send(octet_length(convert_to(id, 'UTF8'))::int2) || convert_to(id, 'UTF8') || int8send(revision) || hash
+$$;
+
 -- audit_anchor_pack packs each group of anchors (those of one page read
 -- and the reviews joining it) into pages of at most 128, in the order of
 -- their review IDs: every page of a group of n has n / ceil(n / 128)
@@ -49,20 +63,20 @@ CREATE FUNCTION audit_anchor_pack(groups bigint[], ids text[], revisions bigint[
 RETURNS TABLE (first_id text, anchored_at timestamptz, anchors bytea)
 LANGUAGE sql STABLE AS $$
 	WITH a AS (
-		SELECT g, id, rev, hash, row_number() OVER (PARTITION BY g ORDER BY id) - 1 AS i, count(*) OVER (PARTITION BY g) AS n
+		SELECT g, id COLLATE "C" AS id, rev, hash,
+			row_number() OVER (PARTITION BY g ORDER BY id COLLATE "C") - 1 AS i, count(*) OVER (PARTITION BY g) AS n
 		FROM unnest(groups, ids, revisions, hashes) AS x(g, id, rev, hash)
 	)
-	SELECT min(id), at,
-		string_agg(int2send(octet_length(id)::int2) || convert_to(id, 'UTF8') || int8send(rev) || hash, ''::bytea ORDER BY id)
+	SELECT min(id), at, string_agg(audit_anchor_entry(id, rev, hash), ''::bytea ORDER BY id)
 	FROM a
 	GROUP BY g, i * ceil(n / 128.0)::bigint / n
 $$;
 
+LOCK TABLE audit_anchor IN ACCESS EXCLUSIVE MODE;
 INSERT INTO audit_anchor_page (first_id, anchored_at, anchors)
-SELECT min(review_id), max(anchored_at),
-	string_agg(int2send(octet_length(review_id)::int2) || convert_to(review_id, 'UTF8') || int8send(revision) || hash_bytes,
-		''::bytea ORDER BY review_id)
-FROM (SELECT a.*, row_number() OVER (ORDER BY review_id) - 1 AS i FROM audit_anchor a) a
+SELECT min(id), max(anchored_at), string_agg(audit_anchor_entry(id, revision, hash_bytes), ''::bytea ORDER BY id)
+FROM (SELECT review_id COLLATE "C" AS id, revision, hash_bytes, anchored_at,
+	row_number() OVER (ORDER BY review_id COLLATE "C") - 1 AS i FROM audit_anchor) a
 GROUP BY i / 128;
 DROP TABLE audit_anchor;
 -- The reads of a verify are planned from the copy's statistics, not an

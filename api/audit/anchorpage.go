@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -34,11 +35,16 @@ var (
 func (PGAnchors) Name() string { return "audit anchor" }
 
 // pageOf is the subquery of the first_id of the page of the review ID
-// id: the greatest first_id not after it (pages never overlap), found
-// through the key; NULL before every page.
+// id (an expression of collation "C"): the greatest first_id not after
+// it (pages never overlap), found through the key; NULL before every
+// page.
 func pageOf(id string) string {
 	return `(SELECT first_id FROM audit_anchor_page WHERE first_id <= ` + id + ` ORDER BY first_id DESC LIMIT 1)`
 }
+
+// idsOf is the review IDs of $1 as a table m(id), ordered by their bytes
+// as first_id is (COLLATE "C", migration 0051).
+const idsOf = `(SELECT x COLLATE "C" AS id FROM unnest($1::text[]) AS x) m`
 
 // The statements that read pages: every page; the pages of the reviews
 // of $1, each looked up (LIMIT 1 keeps the lookup a lookup: joined, a few
@@ -47,9 +53,9 @@ func pageOf(id string) string {
 var (
 	pagesAll   = `SELECT first_id, anchors FROM audit_anchor_page`
 	pagesOfIDs = `SELECT p.first_id, p.anchors
-		FROM (SELECT DISTINCT ` + pageOf("m.id") + ` AS first_id FROM unnest($1::text[]) AS m(id)) s
+		FROM (SELECT DISTINCT ` + pageOf("m.id") + ` AS first_id FROM ` + idsOf + `) s
 		CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = s.first_id LIMIT 1) p`
-	pagesSpan = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM unnest($1::text[]) id)
+	pagesSpan = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf + `)
 		SELECT p.first_id, p.anchors FROM r JOIN audit_anchor_page p
 		ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi`
 )
@@ -81,7 +87,10 @@ func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, er
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ReviewIDs implements ReviewLister.
@@ -94,17 +103,24 @@ func (a PGAnchors) ReviewIDs(ctx context.Context, each func(id string) error) er
 // rewrites pages.
 const anchorLock = 0x726c616e63686f72 // "rlanchor"
 
-// Advance implements Anchors, in one transaction: it reads the pages that
-// hold the reviews of marks, moves their anchors forward (never back),
-// and writes those pages again, each packed anew with the reviews it
-// gained (audit_anchor_pack). Reviews before every page make pages of
-// their own. Pages holding none of marks' reviews are left as they are.
+// Advance implements Anchors, in one READ COMMITTED transaction: it
+// reads the pages that hold the reviews of marks, moves their anchors
+// forward (never back; a hash at the same revision replaces the one
+// stored), and writes again each page where an anchor moved or a review
+// joined, packed anew (audit_anchor_pack). Reviews before every page make
+// pages of their own. Pages holding none of marks' reviews, or whose
+// anchors are all ahead of marks', are left as they are.
 func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.Time) error {
 	if len(marks) == 0 {
 		return nil
 	}
 	ids := slices.Sorted(maps.Keys(marks))
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+	for _, id := range ids {
+		if len(id) == 0 || len(id) > math.MaxInt16 {
+			return fmt.Errorf("advance audit anchors: review ID %.40q: a page holds IDs of 1 to %d bytes", id, math.MaxInt16)
+		}
+	}
+	err := pgx.BeginTxFunc(ctx, a.Pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(anchorLock)); err != nil {
 			return err
 		}
@@ -112,33 +128,21 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 		if err != nil {
 			return err
 		}
-		var (
-			firsts []string // of the pages read, to delete
-			groups []int64
-			pIDs   []string
-			revs   []int64
-			hashes [][]byte
-		)
+		var w packed
 		for g, p := range pages {
-			if p.first != "" {
-				firsts = append(firsts, p.first)
-			}
-			for id, m := range p.marks {
-				if n, ok := marks[id]; ok && n.Revision >= m.Revision {
-					m = n
-				}
-				hash, err := anchorHash(id, m)
-				if err != nil {
-					return err
-				}
-				groups, pIDs, revs, hashes = append(groups, int64(g)), append(pIDs, id), append(revs, int64(m.Revision)), append(hashes, hash)
+			if err := w.add(int64(g), p, marks); err != nil {
+				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM audit_anchor_page p USING unnest($1::text[]) AS f(first) WHERE p.first_id = f.first`, firsts); err != nil {
+		if len(w.ids) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM audit_anchor_page p USING unnest($1::text[]) AS f(first) WHERE p.first_id = f.first COLLATE "C"`, w.firsts)
+		if err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO audit_anchor_page (first_id, anchored_at, anchors)
-			SELECT first_id, anchored_at, anchors FROM audit_anchor_pack($1, $2, $3, $4, $5)`, groups, pIDs, revs, hashes, at)
+			SELECT first_id, anchored_at, anchors FROM audit_anchor_pack($1, $2, $3, $4, $5)`, w.groups, w.ids, w.revs, w.hashes, at)
 		return err
 	})
 	if err != nil {
@@ -147,12 +151,52 @@ func (a PGAnchors) Advance(ctx context.Context, marks map[string]Mark, at time.T
 	return nil
 }
 
-// anchorPage is a page of anchors as Advance rewrites it: first is its
-// first_id ("" for the reviews before every page), marks its anchors and
-// the reviews joining it.
+// packed is what Advance writes: the first_ids of the pages it replaces,
+// and the anchors of the pages that replace them, each with its group
+// (the page it was read from).
+type packed struct {
+	firsts []string
+	groups []int64
+	ids    []string
+	revs   []int64
+	hashes [][]byte
+}
+
+// add adds page p as group g, its anchors moved to marks, when one of
+// them moves or a review joins it; a page where nothing changes is left
+// out.
+func (w *packed) add(g int64, p *anchorPage, marks map[string]Mark) error {
+	changed := false
+	start := len(w.ids)
+	for id, m := range p.marks {
+		n, asked := marks[id]
+		_, joins := p.joining[id]
+		if joins || asked && n.Revision >= m.Revision && (n.Revision != m.Revision || n.Hash != m.Hash) {
+			m, changed = n, true
+		}
+		hash, err := anchorHash(id, m)
+		if err != nil {
+			return err
+		}
+		w.groups, w.ids, w.revs, w.hashes = append(w.groups, g), append(w.ids, id), append(w.revs, int64(m.Revision)), append(w.hashes, hash)
+	}
+	if !changed {
+		w.groups, w.ids, w.revs, w.hashes = w.groups[:start], w.ids[:start], w.revs[:start], w.hashes[:start]
+		return nil
+	}
+	if p.first != "" {
+		w.firsts = append(w.firsts, p.first)
+	}
+	return nil
+}
+
+// anchorPage is a page of anchors as Advance reads it: first is its
+// first_id ("" for the reviews before every page), marks its anchors,
+// joining the reviews asked for that it has no anchor of yet.
 type anchorPage struct {
-	first string
-	marks map[string]Mark
+	first   string
+	marks   map[string]Mark
+	joining map[string]struct{}
 }
 
 // pagesOf reads, in tx, the pages of the reviews of ids: every review of
@@ -165,10 +209,10 @@ func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anc
 	_, err := pgx.ForEachRow(rows, []any{&id, &first}, func() error {
 		p := byFirst[first]
 		if p == nil {
-			p = &anchorPage{first: first, marks: make(map[string]Mark)}
+			p = &anchorPage{first: first, marks: make(map[string]Mark), joining: make(map[string]struct{})}
 			byFirst[first] = p
 		}
-		p.marks[id] = Mark{}
+		p.marks[id], p.joining[id] = Mark{}, struct{}{}
 		return nil
 	})
 	if err != nil {
@@ -176,7 +220,9 @@ func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anc
 	}
 	rows, _ = tx.Query(ctx, pagesByFirst, slices.Collect(maps.Keys(byFirst)))
 	err = eachPage(ctx, rows, func(first, id string, m Mark) error {
-		byFirst[first].marks[id] = m
+		p := byFirst[first]
+		p.marks[id] = m
+		delete(p.joining, id)
 		return nil
 	})
 	return slices.Collect(maps.Values(byFirst)), err
@@ -186,9 +232,9 @@ func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anc
 // before every page) in one sort: the reviews and the first_ids of the
 // pages of their span, ordered together, a page before a review of the
 // same ID, each review taking the greatest first_id before it.
-var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM unnest($1::text[]) id),
+var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf + `),
 	u AS (
-		SELECT id AS key, false AS page FROM unnest($1::text[]) id
+		SELECT id AS key, false AS page FROM ` + idsOf + `
 		UNION ALL
 		SELECT p.first_id, true FROM r JOIN audit_anchor_page p ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi
 	)
@@ -199,7 +245,7 @@ var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM unnest($1:
 
 // pagesByFirst reads the pages whose first_id is in $1, each looked up.
 const pagesByFirst = `SELECT p.first_id, p.anchors FROM unnest($1::text[]) AS f(first)
-	CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = f.first LIMIT 1) p`
+	CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = f.first COLLATE "C" LIMIT 1) p`
 
 // anchorHash returns the 32 bytes of m's hash, which must be the hex of
 // a SHA-256.

@@ -81,6 +81,13 @@ func TestVerifyInChunksFindsWhatOneChunkFinds(t *testing.T) {
 	if len(anchors.moved) != 0 {
 		t.Errorf("anchors of %v advanced where nothing moved", slices.Sorted(maps.Keys(anchors.moved)))
 	}
+	var rewritten int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_anchor_page WHERE anchored_at > $1`, t0).Scan(&rewritten); err != nil {
+		t.Fatal(err)
+	}
+	if rewritten != 0 {
+		t.Errorf("%d pages of anchors rewritten where nothing moved", rewritten)
+	}
 }
 
 // failingAnchors is an Anchors whose Advance fails from its failAt-th

@@ -281,6 +281,11 @@ type recordingAnchors struct {
 	moved map[string]audit.Mark
 }
 
+// ReviewIDs lists the reviews of the anchors it records, as they do.
+func (r *recordingAnchors) ReviewIDs(ctx context.Context, each func(id string) error) error {
+	return r.Anchors.(audit.ReviewLister).ReviewIDs(ctx, each)
+}
+
 func (r *recordingAnchors) Advance(ctx context.Context, marks map[string]audit.Mark, at time.Time) error {
 	r.mu.Lock()
 	if r.moved == nil {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reviewledger/reviewledger/api/audit"
 	"github.com/reviewledger/reviewledger/eventstore/storeerr"
 	"github.com/reviewledger/reviewledger/migrations"
@@ -37,10 +35,10 @@ func TestWitnessMarksOfManyAndOfFew(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every other review from r0500 to r2998 (1,250, read as a span), and
+	// Every other review from r0501 to r2999 (1,250, read as a span), and
 	// one that no witness knows; then three (looked up).
 	var many []string
-	for i := 500; i < 3000; i += 2 {
+	for i := 501; i < 3000; i += 2 { // r0500 is a page's first_id: the span starts inside its page
 		many = append(many, fmt.Sprintf("r%04d", i))
 	}
 	many = append(many, "r1001x")
@@ -84,10 +82,15 @@ func TestAnchorsKeepTheirHashesThroughMigrations(t *testing.T) {
 		SELECT 'r' || g, g, encode(sha256(g::text::bytea), 'hex'), now() FROM generate_series(1, 300) g`); err != nil {
 		t.Fatal(err)
 	}
-	if n := dbtest.Apply(t, pool, func(m migrations.Migration) bool { return m.Version >= 33 && m.Version < 51 }); n == 0 {
-		t.Fatal("no migration from 0033 to 0050 applied")
+	between := func(m migrations.Migration) bool { return m.Version >= 33 && m.Version < 51 }
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) VALUES ('short', 1, '\x01', now())`)
+	if n, want := dbtest.Apply(t, pool, between), len(slices.DeleteFunc(all, func(m migrations.Migration) bool { return !between(m) })); n != want || want == 0 {
+		t.Fatalf("%d migrations from 0033 to 0050 applied, want %d", n, want)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO audit_anchor (review_id, revision, hash_bytes, anchored_at) VALUES ('short', 1, '\x01', now())`)
 	if storeerr.Code(err) != storeerr.CodeCheckViolation {
 		t.Fatalf("a hash of one byte: %v, want a check violation", err)
 	}
@@ -104,6 +107,10 @@ func TestAnchorsKeepTheirHashesThroughMigrations(t *testing.T) {
 		FROM audit_anchor_page`).Scan(&pages, &methods, &lz4)
 	if err != nil || pages != 3 {
 		t.Fatalf("300 anchors in %d pages (%v), want 3 (128, 128, 44)", pages, err)
+	}
+	stored, err := audit.AnchorPages(ctx, pool)
+	if err != nil || len(stored) != 3 || len(stored[0].IDs) != 128 || len(stored[1].IDs) != 128 || len(stored[2].IDs) != 44 {
+		t.Fatalf("pages after the migration: %d (%v), want 128, 128 and 44 anchors", len(stored), err)
 	}
 	switch {
 	case lz4 && methods != "lz4":
@@ -153,26 +160,36 @@ func TestAnchorPagesAdvance(t *testing.T) {
 		at      time.Time
 		anchors int
 	}
+	// pages returns the pages with their anchored_at and how many anchors
+	// each holds, after checking that they never overlap: each holds its
+	// reviews in the order of their bytes, the first its first_id, the
+	// last before the next page's first_id, and no review is in two.
 	pages := func() []page {
 		t.Helper()
-		rows, _ := pool.Query(ctx, `SELECT first_id, anchored_at FROM audit_anchor_page ORDER BY first_id`)
-		ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (page, error) {
-			var p page
-			return p, r.Scan(&p.first, &p.at)
-		})
+		stored, err := audit.AnchorPages(ctx, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all, err := a.Marks(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for id := range all {
-			i, _ := slices.BinarySearchFunc(ps, id, func(p page, id string) int { return strings.Compare(p.first, id) })
-			if i == len(ps) || ps[i].first != id {
-				i-- // the page before, whose first_id is the greatest not after id
+		seen := map[string]bool{}
+		var ps []page
+		for i, p := range stored {
+			if len(p.IDs) == 0 || p.IDs[0] != p.First || !slices.IsSorted(p.IDs) || len(p.IDs) > 128 {
+				t.Fatalf("page %q holds %v: want 1 to 128 reviews in order, the first its first_id", p.First, p.IDs)
 			}
-			ps[i].anchors++
+			if i+1 < len(stored) && p.IDs[len(p.IDs)-1] >= stored[i+1].First {
+				t.Fatalf("page %q ends at %q, not before the next page, %q", p.First, p.IDs[len(p.IDs)-1], stored[i+1].First)
+			}
+			for _, id := range p.IDs {
+				if seen[id] {
+					t.Fatalf("review %s in two pages", id)
+				}
+				seen[id] = true
+			}
+			var at time.Time
+			if err := pool.QueryRow(ctx, `SELECT anchored_at FROM audit_anchor_page WHERE first_id = $1`, p.First).Scan(&at); err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, page{first: p.First, at: at, anchors: len(p.IDs)})
 		}
 		return ps
 	}
@@ -212,6 +229,17 @@ func TestAnchorPagesAdvance(t *testing.T) {
 	}
 	if ps := pages(); len(ps) != 4 || ps[0].first != "a0001" || ps[0].anchors != 1 {
 		t.Fatalf("pages after a review before every page: %+v, want one of its own first", ps)
+	}
+	// Marks behind or equal to those stored change no page.
+	before := pages()
+	advance(map[string]audit.Mark{"p1000": {Revision: 0, Hash: hash("back")}, "p1100": {Revision: 1, Hash: hash("p1100")}}, t0.Add(3*time.Hour))
+	if after := pages(); !slices.Equal(after, before) {
+		t.Fatalf("marks behind or equal to the stored ones rewrote pages: %+v, want %+v", after, before)
+	}
+	for _, id := range []string{"", strings.Repeat("x", 1<<15)} {
+		if err := a.Advance(ctx, map[string]audit.Mark{id: {Revision: 1, Hash: hash(id)}}, t0); err == nil || !strings.Contains(err.Error(), "1 to 32767 bytes") {
+			t.Errorf("a review ID of %d bytes: %v, want it refused", len(id), err)
+		}
 	}
 	if _, err := pool.Exec(ctx, `UPDATE audit_anchor_page SET anchors = substring(anchors from 1 for 20) WHERE first_id = 'p1000'`); err != nil {
 		t.Fatal(err)
