@@ -46,18 +46,28 @@ func pageOf(id string) string {
 // as first_id is (COLLATE "C", migration 0051).
 const idsOf = `(SELECT x COLLATE "C" AS id FROM unnest($1::text[]) AS x) m`
 
+// The span of $1: r holds the least and the greatest of its reviews
+// (spanOf), and inSpan joins the pages p from the one of the least to the
+// one of the greatest, one range of the key.
+var (
+	spanOf = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf + `)`
+	inSpan = `r JOIN audit_anchor_page p ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi`
+)
+
+// pageFirst joins the page p whose first_id is first, looked up (LIMIT 1
+// keeps the lookup a lookup: joined, a few hundred pages are read whole
+// instead).
+func pageFirst(first string) string {
+	return `CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = ` + first + ` LIMIT 1) p`
+}
+
 // The statements that read pages: every page; the pages of the reviews
-// of $1, each looked up (LIMIT 1 keeps the lookup a lookup: joined, a few
-// hundred pages are read whole instead); the pages from the one of the
-// least review of $1 to the one of the greatest, one range of the key.
+// of $1, each looked up; the pages of their span.
 var (
 	pagesAll   = `SELECT first_id, anchors FROM audit_anchor_page`
 	pagesOfIDs = `SELECT p.first_id, p.anchors
-		FROM (SELECT DISTINCT ` + pageOf("m.id") + ` AS first_id FROM ` + idsOf + `) s
-		CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = s.first_id LIMIT 1) p`
-	pagesSpan = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf + `)
-		SELECT p.first_id, p.anchors FROM r JOIN audit_anchor_page p
-		ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi`
+		FROM (SELECT DISTINCT ` + pageOf("m.id") + ` AS first_id FROM ` + idsOf + `) s ` + pageFirst("s.first_id")
+	pagesSpan = spanOf + ` SELECT p.first_id, p.anchors FROM ` + inSpan
 )
 
 // Marks implements Witness: the pages that hold the reviews of ids, each
@@ -75,10 +85,7 @@ func (a PGAnchors) Marks(ctx context.Context, ids []string) (map[string]Mark, er
 	}
 	var asked map[string]struct{}
 	if ids != nil {
-		asked = make(map[string]struct{}, len(ids))
-		for _, id := range ids {
-			asked[id] = struct{}{}
-		}
+		asked = askedSet(ids)
 	}
 	out := make(map[string]Mark, len(ids))
 	err := eachPage(ctx, rows, func(_, id string, m Mark) error {
@@ -232,11 +239,11 @@ func (a PGAnchors) pagesOf(ctx context.Context, tx pgx.Tx, ids []string) ([]*anc
 // before every page) in one sort: the reviews and the first_ids of the
 // pages of their span, ordered together, a page before a review of the
 // same ID, each review taking the greatest first_id before it.
-var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf + `),
+var pageOfEach = spanOf + `,
 	u AS (
 		SELECT id AS key, false AS page FROM ` + idsOf + `
 		UNION ALL
-		SELECT p.first_id, true FROM r JOIN audit_anchor_page p ON p.first_id >= coalesce(` + pageOf("r.lo") + `, r.lo) AND p.first_id <= r.hi
+		SELECT p.first_id, true FROM ` + inSpan + `
 	)
 	SELECT key, first FROM (
 		SELECT key, page, coalesce(max(key) FILTER (WHERE page) OVER (ORDER BY key, page DESC ROWS UNBOUNDED PRECEDING), '') AS first
@@ -244,8 +251,7 @@ var pageOfEach = `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ` + idsOf 
 	) s WHERE NOT page`
 
 // pagesByFirst reads the pages whose first_id is in $1, each looked up.
-const pagesByFirst = `SELECT p.first_id, p.anchors FROM unnest($1::text[]) AS f(first)
-	CROSS JOIN LATERAL (SELECT first_id, anchors FROM audit_anchor_page WHERE first_id = f.first COLLATE "C" LIMIT 1) p`
+var pagesByFirst = `SELECT p.first_id, p.anchors FROM unnest($1::text[]) AS f(first) ` + pageFirst(`f.first COLLATE "C"`)
 
 // anchorHash returns the 32 bytes of m's hash, which must be the hex of
 // a SHA-256.

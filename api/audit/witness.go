@@ -134,12 +134,18 @@ func readMarks(ctx context.Context, pool *pgxpool.Pool, q markQueries, ids []str
 		rows, _ := pool.Query(ctx, q.lookup, ids)
 		return collectMarks(ctx, rows, nil)
 	}
-	asked := make(map[string]struct{}, len(ids))
-	for _, id := range ids {
-		asked[id] = struct{}{}
-	}
+	asked := askedSet(ids)
 	rows, _ := pool.Query(ctx, q.span, ids)
 	return collectMarks(ctx, rows, asked)
+}
+
+// askedSet returns the reviews asked for, ids, as a set.
+func askedSet(ids []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+	return set
 }
 
 // collectMarks collects the marks of rows, only those of the reviews
