@@ -39,6 +39,7 @@ type scaleConfig struct {
 	Keep          bool   // leave the database in place, printing its URL
 	Profile       string // file to write a CPU profile of the catch-up to
 	ServeProfile  string // directory to write CPU profiles of serve in the first pair to
+	IDs           string // the form of the grown ledger's review IDs (scaleids.go)
 
 	// database is a migrated database to grow instead of one created on
 	// AdminURL (tests: the test's own); the run leaves it in place.
@@ -76,6 +77,7 @@ func parseScaleFlags(args []string) (scaleConfig, error) {
 	fs.DurationVar(&sc.Timeout, "timeout", 2*time.Hour, "bound of each phase")
 	fs.BoolVar(&sc.KeepLogs, "logs", false, "copy serve's logs to stderr as it runs")
 	fs.StringVar(&sc.Profile, "cpuprofile", "", "write a CPU profile of the projections' catch-up at N (it runs in the bench's process) to this file (go tool pprof)")
+	fs.StringVar(&sc.IDs, "ids", idsNumber, "the form of the grown ledger's review IDs: "+idsNumber+" (scale-<i>), "+idsUUID4+" (random UUIDs) or "+idsUUID7+" (time-ordered UUIDs)")
 	fs.BoolVar(&sc.Keep, "keep", false, "leave the grown database in place (its URL is printed) instead of dropping it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,6 +109,9 @@ func (sc scaleConfig) validate() error {
 		return fmt.Errorf("-samples: must be at least 1, got %d", sc.Samples)
 	case sc.Timeout <= 0:
 		return fmt.Errorf("-timeout: must be positive, got %s", sc.Timeout)
+	}
+	if err := validIDForm(sc.IDs); err != nil {
+		return err
 	}
 	if _, err := os.Stat(sc.Bin); err != nil {
 		return fmt.Errorf("-bin: %v (build it with make build)", err)
@@ -151,6 +156,7 @@ type scaleRun struct {
 	srv     *server
 	checks  []string
 	stats   *pairStats // while compare runs, on a server with pg_stat_statements
+	load    loadConfig // how the ledger was grown
 }
 
 // runScale grows a ledger and prints every figure as it is measured.
@@ -184,8 +190,8 @@ func runScale(ctx context.Context, sc scaleConfig, out io.Writer) (err error) {
 	if _, err := migrations.Apply(ctx, pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	fmt.Fprintf(out, "reviewledger at scale: %d reviews over %d days, %d waiting in the manual queue; end-to-end rounds of %d reviews from %d clients; %d CPUs, %s\n",
-		sc.Reviews, sc.Days, sc.Waiting, sc.Round, sc.Clients, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(out, "reviewledger at scale: %d reviews over %d days, %d waiting in the manual queue, review IDs %s; end-to-end rounds of %d reviews from %d clients; %d CPUs, %s\n",
+		sc.Reviews, sc.Days, sc.Waiting, sc.IDs, sc.Round, sc.Clients, runtime.NumCPU(), runtime.Version())
 	var autovacuum string
 	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err != nil {
 		return err

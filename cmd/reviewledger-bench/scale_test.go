@@ -119,6 +119,7 @@ func TestScaleFlagsNameTheSetting(t *testing.T) {
 		{[]string{"-steady", "-1s"}, "-steady"},
 		{[]string{"-pairs", "0"}, "-pairs"},
 		{[]string{"-bin", "/nonexistent/reviewledger"}, "-bin"},
+		{[]string{"-ids", "serial"}, "-ids"},
 	} {
 		_, err := parseScaleFlags(tc.args)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want+":") {

@@ -57,7 +57,16 @@ type loadConfig struct {
 	End     time.Time
 	Writers int // reviews written at once (their appends are group-committed)
 	Seed    uint64
+	IDs     string // the form of the reviews' IDs (scaleReviewID)
 }
+
+// submittedAt is when review i was submitted.
+func (c loadConfig) submittedAt(i int) time.Time {
+	return c.End.Add(-c.Span).Add(time.Duration(float64(c.Span) * float64(i) / float64(max(c.Reviews, 1))))
+}
+
+// reviewID is review i's ID.
+func (c loadConfig) reviewID(i int) string { return scaleReviewID(c.IDs, i, c.submittedAt(i)) }
 
 // loadStats is what the loader wrote.
 type loadStats struct {
@@ -163,14 +172,15 @@ func (w *loadWriter) outcome(i int) int {
 // review writes review i and returns its final state and how many events
 // it has.
 func (w *loadWriter) review(ctx context.Context, i int) (domain.State, int64, error) {
-	id := fmt.Sprintf("scale-%d", i)
+	id := w.cfg.reviewID(i)
 	class := benchClass
 	if i%3 == 2 {
 		class = "bench_media"
 	}
 	pol := scaleClasses[class]
-	at := w.cfg.End.Add(-w.cfg.Span).Add(time.Duration(float64(w.cfg.Span) * float64(i) / float64(max(w.cfg.Reviews, 1))))
-	content := []byte("bench caption " + id + ": the quick brown fox jumps over the lazy dog")
+	at := w.cfg.submittedAt(i)
+	// The same content whatever the form of the IDs.
+	content := fmt.Appendf(nil, "bench caption scale-%d: the quick brown fox jumps over the lazy dog", i)
 	pl := work.Payload{Digest: engine.Digest(content), ContentType: "text/plain", Content: content}
 	sub, err := domain.Submit(domain.SubmitCommand{ReviewID: id, ContentClass: class, ContentType: pl.ContentType,
 		PayloadDigest: pl.Digest, PayloadBytes: len(content), Policy: pol, SubmittedBy: loadSubmitter.Name, Now: at})

@@ -30,8 +30,9 @@ import (
 // grow writes the ledger, catches the read models up on it as a serving
 // process would, and prints what it wrote and what it takes on disk.
 func (r *scaleRun) grow(ctx context.Context) error {
-	st, err := growLedger(ctx, r.pool, loadConfig{Reviews: r.sc.Reviews, Waiting: r.sc.Waiting,
-		Span: time.Duration(r.sc.Days) * 24 * time.Hour, End: time.Now().Add(-time.Hour), Writers: r.sc.Writers, Seed: 1})
+	r.load = loadConfig{Reviews: r.sc.Reviews, Waiting: r.sc.Waiting, Span: time.Duration(r.sc.Days) * 24 * time.Hour,
+		End: time.Now().Add(-time.Hour), Writers: r.sc.Writers, Seed: 1, IDs: r.sc.IDs}
+	st, err := growLedger(ctx, r.pool, r.load)
 	if err != nil {
 		return fmt.Errorf("grow the ledger: %w", err)
 	}
@@ -523,7 +524,7 @@ func (r *scaleRun) audit(ctx context.Context) (int64, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var lat, bare []time.Duration
 	for range min(r.sc.Samples, 20) {
-		id := fmt.Sprintf("scale-%d", rng.IntN(r.sc.Reviews))
+		id := r.load.reviewID(rng.IntN(r.sc.Reviews))
 		out, d, err := r.cli(ctx, "audit", "verify", "--review", id)
 		if err != nil {
 			return 0, err
