@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reviewledger/reviewledger/domain"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
 // Every form gives valid review IDs, one for each review and the same
@@ -42,7 +45,7 @@ func TestScaleReviewIDs(t *testing.T) {
 			}
 		case idsUUID4, idsUUID7:
 			want := map[string]uuid.Version{idsUUID4: 4, idsUUID7: 7}[form]
-			for _, id := range ids[:100] {
+			for _, id := range ids {
 				u, err := uuid.Parse(id)
 				if err != nil || u.Version() != want || u.Variant() != uuid.RFC4122 || id != strings.ToLower(id) {
 					t.Fatalf("%s: %s: version %v, variant %v, %v", form, id, u.Version(), u.Variant(), err)
@@ -56,5 +59,34 @@ func TestScaleReviewIDs(t *testing.T) {
 	form7 := scaleReviewID(idsUUID7, 1, cfg.End)
 	if ms, err := strconv.ParseInt(strings.ReplaceAll(form7[:13], "-", ""), 16, 64); err != nil || ms != cfg.End.UnixMilli() {
 		t.Errorf("uuid7 at %s (%d ms): %s starts with %d ms (%v)", cfg.End, cfg.End.UnixMilli(), form7, ms, err)
+	}
+}
+
+// The loader names each review it writes as the phases after it find it
+// again (loadConfig.reviewID, as audit verify --review is sampled): the
+// heads of a ledger grown with time-ordered UUIDs are exactly those of
+// the reviews named so.
+func TestGrowLedgerNamesTheReviewsThePhasesFind(t *testing.T) {
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	cfg := loadConfig{Reviews: 60, Waiting: 4, Span: 35 * 24 * time.Hour, End: time.Now().Add(-time.Hour), Writers: 8, Seed: 1, IDs: idsUUID7}
+	if _, err := growLedger(ctx, pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, cfg.Reviews)
+	for i := range want {
+		want[i] = domain.StreamName(cfg.reviewID(i))
+	}
+	rows, err := pool.Query(ctx, `SELECT stream FROM event_stream WHERE stream LIKE 'review-%' ORDER BY stream`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the ledger's review streams %q,\nwant the %d the phases name %q", got, len(want), want)
 	}
 }
