@@ -90,8 +90,8 @@ func documentedIndexes(t *testing.T) []string {
 	return out
 }
 
-// TestContentAccessKeyedByTime: 0036, applied after a later release's
-// migrations as an upgrade applies it, keeps every access recorded and
+// TestContentAccessKeyedByTime: 0036, applied after every other
+// migration, as on a database upgraded to it, keeps every access and
 // keys the table by (at, id), which the export of a time range reads in
 // its order; the index that repeated that key is gone.
 func TestContentAccessKeyedByTime(t *testing.T) {

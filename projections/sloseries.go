@@ -267,9 +267,7 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 		}
 		// The queue at each step's end: the reviews that had entered and
 		// not yet left, swept in entry order.
-		rows, err = tx.Query(ctx, `SELECT entered_at, left_at FROM slo_queue
-			WHERE entered_at <= $2 AND (left_at IS NULL OR left_at > $1) AND ($3 = '' OR content_class = $3)
-			ORDER BY entered_at`, ends[0], ends[n-1], class)
+		rows, err = tx.Query(ctx, queueStaysSQL, ends[0], ends[n-1], class)
 		if err != nil {
 			return err
 		}
@@ -321,3 +319,13 @@ func (db *DB) sloSeries(ctx context.Context, window, step time.Duration, class s
 	}
 	return out, nil
 }
+
+// queueStaysSQL reads the stays in the manual queue that overlap a
+// series, from $1 to $2, of class $3 (all when empty), in entry order.
+// Once most stays have ended it finds the few it needs through the index
+// on left_at, the open ones and those that ended after $1
+// (TestQueueStaysReadTheIndexOnLeaving), rather than every stay that
+// entered before $2.
+const queueStaysSQL = `SELECT entered_at, left_at FROM slo_queue
+	WHERE entered_at <= $2 AND (left_at IS NULL OR left_at > $1) AND ($3 = '' OR content_class = $3)
+	ORDER BY entered_at`
