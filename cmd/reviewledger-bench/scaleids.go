@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"time"
@@ -43,31 +43,21 @@ func validIDForm(form string) error {
 
 // scaleReviewID is the ID of review i, submitted at at, in form. It is a
 // function of its arguments alone, so that a phase after the growth finds
-// any review's ID again (loadConfig.reviewID).
+// any review's ID again (loadConfig.reviewID). A UUID's random bits are
+// those of a name-based UUID of scale-<i> (SHA-256); a time-ordered one
+// has the submission's Unix milliseconds in its first 48 bits.
 func scaleReviewID(form string, i int, at time.Time) string {
-	if form != idsUUID4 && form != idsUUID7 {
-		return fmt.Sprintf("scale-%d", i)
+	name := fmt.Sprintf("scale-%d", i)
+	switch form {
+	case idsUUID4:
+		return uuid.NewHash(sha256.New(), uuid.NameSpaceOID, []byte(name), 4).String()
+	case idsUUID7:
+		u := uuid.NewHash(sha256.New(), uuid.NameSpaceOID, []byte(name), 7)
+		ms := uint64(at.UnixMilli())
+		for k := range 6 {
+			u[k] = byte(ms >> (40 - 8*k))
+		}
+		return u.String()
 	}
-	var b uuid.UUID
-	binary.BigEndian.PutUint64(b[:8], mix64(uint64(i)))
-	binary.BigEndian.PutUint64(b[8:], mix64(^uint64(i)))
-	version := byte(0x40)
-	if form == idsUUID7 {
-		ms := uint64(at.UnixMilli()) << 16 // 48 bits of milliseconds first
-		binary.BigEndian.PutUint64(b[:8], ms|uint64(b[6])<<8|uint64(b[7]))
-		version = 0x70
-	}
-	b[6] = version | b[6]&0x0f
-	b[8] = 0x80 | b[8]&0x3f // the RFC 9562 variant
-	return b.String()
-}
-
-// mix64 is SplitMix64's finalizer: distinct inputs give distinct,
-// evenly spread outputs.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	return name
 }
