@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,10 +34,8 @@ var idForms = []string{idsNumber, idsUUID4, idsUUID7}
 
 // validIDForm reports a -ids value that is not one of idForms.
 func validIDForm(form string) error {
-	for _, f := range idForms {
-		if form == f {
-			return nil
-		}
+	if slices.Contains(idForms, form) {
+		return nil
 	}
 	return fmt.Errorf("-ids: must be one of %s, got %q", strings.Join(idForms, ", "), form)
 }
