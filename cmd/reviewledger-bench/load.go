@@ -188,7 +188,7 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 
 // openLoop submits reviews at rate per second, each from a goroutine of
 // its own, for d, and returns their latencies.
-func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, int, error) {
+func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, unsent, error) {
 	end := time.Now().Add(d)
 	return openLoopUntil(ctx, c, first, rate, maxInFlight, func(at time.Time) bool { return !at.Before(end) })
 }
@@ -199,18 +199,41 @@ func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Du
 // process runs out of files.
 const maxInFlight = 2048
 
+// unsent are the arrivals of an open loop that were not sent because
+// limit (maxInFlight) were unanswered, and when the first and the last of
+// them were due: the moments the service fell behind, to set beside what
+// the server was doing then.
+type unsent struct {
+	n           int
+	first, last time.Time
+}
+
+func (u *unsent) add(at time.Time) {
+	if u.n == 0 {
+		u.first = at
+	}
+	u.last = at
+	u.n++
+}
+
+// String is "46, due from 14:12:03 to 14:12:07 UTC".
+func (u unsent) String() string {
+	const hms = "15:04:05"
+	return fmt.Sprintf("%d, due from %s to %s UTC", u.n, u.first.UTC().Format(hms), u.last.UTC().Format(hms))
+}
+
 // openLoopUntil submits reviews at rate per second, each from a goroutine
 // of its own, until done says the next arrival is past the end, and
-// returns their latencies and how many arrivals were not sent because
-// limit (maxInFlight) were unanswered.
-func openLoopUntil(ctx context.Context, c *client, first int, rate float64, limit int64, done func(next time.Time) bool) ([]time.Duration, int, error) {
+// returns their latencies and the arrivals not sent because limit
+// (maxInFlight) were unanswered.
+func openLoopUntil(ctx context.Context, c *client, first int, rate float64, limit int64, done func(next time.Time) bool) ([]time.Duration, unsent, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
 		errs      []error
 		wg        sync.WaitGroup
 		inFlight  atomic.Int64
-		behind    int
+		behind    unsent
 	)
 	rng := rand.New(rand.NewPCG(1, 2))
 	at := time.Now()
@@ -219,7 +242,7 @@ func openLoopUntil(ctx context.Context, c *client, first int, rate float64, limi
 			break
 		}
 		if inFlight.Load() >= limit {
-			behind++
+			behind.add(at)
 		} else {
 			inFlight.Add(1)
 			wg.Go(func() {

@@ -32,6 +32,7 @@ func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
 	// The first arrivals take every slot and wait for release, so every
 	// later arrival before the 300th finds the limit reached; then the service
 	// answers.
+	start := time.Now()
 	latencies, behind, err := openLoopUntil(context.Background(), c, 0, 5000, limit, func(time.Time) bool {
 		arrivals++
 		if arrivals == 300 {
@@ -42,7 +43,21 @@ func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if behind < 299-limit || int(received.Load()) != len(latencies) || len(latencies)+behind != 400 {
-		t.Fatalf("%d decided, %d not sent, %d received; want every one of the 400 arrivals either sent and decided or counted, some counted", len(latencies), behind, received.Load())
+	if behind.n < 299-limit || int(received.Load()) != len(latencies) || len(latencies)+behind.n != 400 {
+		t.Fatalf("%d decided, %d not sent, %d received; want every one of the 400 arrivals either sent and decided or counted, some counted", len(latencies), behind.n, received.Load())
+	}
+	// When they were due: the first before the last, both within the run.
+	if behind.first.Before(start) || behind.last.Before(behind.first) || behind.last.After(time.Now()) {
+		t.Errorf("unsent arrivals due from %s to %s; want within the run, from %s", behind.first, behind.last, start)
+	}
+}
+
+func TestUnsentSaysWhenTheyWereDue(t *testing.T) {
+	var u unsent
+	for _, s := range []int{3, 5, 7} {
+		u.add(time.Date(2026, 12, 7, 15, 12, s, 0, time.FixedZone("CET", 3600)))
+	}
+	if got, want := u.String(), "3, due from 14:12:03 to 14:12:07 UTC"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

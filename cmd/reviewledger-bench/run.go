@@ -122,8 +122,8 @@ func latency(ctx context.Context, cfg Config, rate float64) (*latencyRun, error)
 	start := time.Now()
 	latencies, behind, err := openLoop(rctx, c, 1_000_000, rate, cfg.LatencyRun)
 	elapsed := time.Since(start)
-	if behind > 0 {
-		err = errors.Join(err, fmt.Errorf("the service fell behind %.0f reviews/s: %d arrivals not sent with %d unanswered", rate, behind, maxInFlight))
+	if behind.n > 0 {
+		err = errors.Join(err, fmt.Errorf("the service fell behind %.0f reviews/s: arrivals not sent with %d unanswered: %s", rate, maxInFlight, behind))
 	}
 	if err = errors.Join(err, srv.stop()); err != nil {
 		return nil, err

@@ -274,7 +274,7 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 		mu        sync.Mutex
 		purging   = true
 		latencies []time.Duration
-		behind    int
+		behind    unsent
 		loopErr   error
 		wg        sync.WaitGroup
 	)
@@ -303,11 +303,11 @@ func (r *scaleRun) purge(ctx context.Context, rate float64) error {
 }
 
 // behind prints, when an open loop fell behind its rate, how many
-// arrivals it did not send (maxInFlight were unanswered): the service did
-// not keep up, a miss of the phase's target.
-func (r *scaleRun) behind(n int) {
-	if n > 0 {
-		r.line("  arrivals not sent, the service behind", fmt.Sprintf("%d (%d unanswered at once)", n, maxInFlight), "0", benchtarget.Below)
+// arrivals it did not send (maxInFlight were unanswered) and when they
+// were due: the service did not keep up, a miss of the phase's target.
+func (r *scaleRun) behind(u unsent) {
+	if u.n > 0 {
+		r.line("  arrivals not sent, the service behind", fmt.Sprintf("%s (%d unanswered at once)", u, maxInFlight), "0", benchtarget.Below)
 	}
 }
 
