@@ -187,7 +187,7 @@ func closedLoop(ctx context.Context, c *client, first, n, clients int) ([]time.D
 }
 
 // openLoop submits reviews at rate per second, each from a goroutine of
-// its own, for d, and returns their latencies.
+// its own, for d, and returns their latencies and the arrivals not sent.
 func openLoop(ctx context.Context, c *client, first int, rate float64, d time.Duration) ([]time.Duration, unsent, error) {
 	end := time.Now().Add(d)
 	return openLoopUntil(ctx, c, first, rate, maxInFlight, func(at time.Time) bool { return !at.Before(end) })

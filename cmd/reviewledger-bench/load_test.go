@@ -46,8 +46,9 @@ func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
 	if behind.n < 299-limit || int(received.Load()) != len(latencies) || len(latencies)+behind.n != 400 {
 		t.Fatalf("%d decided, %d not sent, %d received; want every one of the 400 arrivals either sent and decided or counted, some counted", len(latencies), behind.n, received.Load())
 	}
-	// When they were due: the first before the last, both within the run.
-	if behind.first.Before(start) || behind.last.Before(behind.first) || behind.last.After(time.Now()) {
+	// When they were due: within the run, the first before the last (some
+	// 300 arrivals at 5,000 a second are not all due at once).
+	if behind.first.Before(start) || !behind.last.After(behind.first) {
 		t.Errorf("unsent arrivals due from %s to %s; want within the run, from %s", behind.first, behind.last, start)
 	}
 }
