@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reviewledger/reviewledger/domain"
 	"github.com/reviewledger/reviewledger/eventstore"
 	"github.com/reviewledger/reviewledger/eventstore/ledger"
+	"github.com/reviewledger/reviewledger/migrations/dbtest"
 	"github.com/reviewledger/reviewledger/projections/internal/workload"
 )
 
@@ -407,15 +406,7 @@ func TestQueueStaysReadTheIndexOnLeaving(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE slo_queue`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, `EXPLAIN `+queueStaysSQL, now.Add(-24*time.Hour), now, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan := strings.Join(lines, "\n"); !strings.Contains(plan, "slo_queue_left") {
+	if plan := strings.Join(dbtest.Explain(t, pool, queueStaysSQL, now.Add(-24*time.Hour), now, ""), "\n"); !strings.Contains(plan, "slo_queue_left") {
 		t.Errorf("a day's queue over 50,000 stays, 50 of them open, not read through slo_queue_left:\n%s", plan)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reviewledger/reviewledger/migrations/dbtest"
 )
 
@@ -49,12 +47,7 @@ func TestChunkMarksReadTheKey(t *testing.T) {
 		if _, err := conn.Exec(ctx, `PREPARE `+name+` AS `+q.sql); err != nil {
 			t.Fatal(err)
 		}
-		rows, _ := conn.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE `+name+`('{r1,r2,r3}')`)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := strings.Join(lines, "\n")
+		plan := strings.Join(dbtest.Explain(t, conn, `EXECUTE `+name+`('{r1,r2,r3}')`), "\n")
 		throughKey := strings.Contains(plan, "Index Scan using "+q.table+"_pkey") || strings.Contains(plan, "Index Only Scan using "+q.table+"_pkey") ||
 			strings.Contains(plan, "Bitmap Index Scan on "+q.table+"_pkey")
 		if !throughKey ||

@@ -61,7 +61,7 @@ func TestIDCheckReadsTheStreams(t *testing.T) {
 	if used := partitionsUsed(t, pool); used < 2 {
 		t.Fatalf("events in %d partitions, want 2 or more", used)
 	}
-	text := strings.Join(explain(t, planner(t, pool), `SELECT * FROM event_ids_twice($1::text[])`, []string{"review-7", "review-4242"}), "\n")
+	text := strings.Join(dbtest.Explain(t, planner(t, pool), `SELECT * FROM event_ids_twice($1::text[])`, []string{"review-7", "review-4242"}), "\n")
 	if strings.Contains(text, "Seq Scan") || strings.Count(text, "_stream_idx") < partitionsOf(t, pool) {
 		t.Fatalf("the check of the IDs' plan:\n%s\nwant each partition's index by stream, no scan", text)
 	}

@@ -201,7 +201,7 @@ func TestReadAllMergesThePartitions(t *testing.T) {
 		t.Fatalf("events in %d partitions, want 3", used)
 	}
 	for _, pos := range []eventstore.Position{eventstore.Start, mid} {
-		lines := explain(t, conn, pgstore.ReadAllSQL, fmt.Sprint(pos.Commit), int64(pos.Prepare), 500)
+		lines := dbtest.Explain(t, conn, pgstore.ReadAllSQL, fmt.Sprint(pos.Commit), int64(pos.Prepare), 500)
 		checkMergedScans(t, conn, lines, "Index Scan using {p}_xid_idx on {p} ")
 		if text := strings.Join(lines, "\n"); strings.Count(text, "Index Cond: ((xid >= ") < 3 {
 			t.Fatalf("plan from %v:\n%s\nwant the position as every scan's index condition", pos, text)
@@ -492,7 +492,7 @@ func TestAppendMultiProbesTheHeads(t *testing.T) {
 		at, ords = append(at, int64(i+1)), append(ords, 1)
 		ids, types, data = append(ids, eventstoretest.NewID()), append(types, "T"), append(data, []byte(`{}`))
 	}
-	text := strings.Join(explain(t, pool, pgstore.AppendMultiSQL, streams, codes, revs, at, ords, ids, types, data, data, cnt), "\n")
+	text := strings.Join(dbtest.Explain(t, pool, pgstore.AppendMultiSQL, streams, codes, revs, at, ords, ids, types, data, data, cnt), "\n")
 	if strings.Contains(text, "Seq Scan on event_stream") || strings.Contains(text, "hashed SubPlan") ||
 		!strings.Contains(text, "Index Only Scan using event_stream_pkey on event_stream") {
 		t.Fatalf("the multi-stream append's plan:\n%s\nwant an index probe of the heads, no scan of every head", text)

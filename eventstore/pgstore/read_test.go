@@ -111,7 +111,7 @@ func TestReadsInEitherFormat(t *testing.T) {
 func TestHeadReadsTheEndOfTheIndex(t *testing.T) {
 	pool := dbtest.Pool(t)
 	conn := planner(t, pool)
-	checkMergedScans(t, conn, explain(t, conn, pgstore.HeadSQL), "Index Scan Backward using {p}_xid_idx on {p} ")
+	checkMergedScans(t, conn, dbtest.Explain(t, conn, pgstore.HeadSQL), "Index Scan Backward using {p}_xid_idx on {p} ")
 }
 
 // planner returns a connection of pool with sequential scans off, as a
@@ -137,22 +137,6 @@ func execAll(t *testing.T, pool *pgxpool.Pool, statements ...string) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-}
-
-// explain returns the lines of the plan of sql with args, costs left out.
-func explain(t *testing.T, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, sql string, args ...any) []string {
-	t.Helper()
-	rows, err := q.Query(context.Background(), `EXPLAIN (COSTS OFF) `+sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }
 
 // checkMergedScans checks that plan reads every partition of event by one

@@ -81,7 +81,7 @@ func TestPartitionsIndexStreamsPlainly(t *testing.T) {
 	}
 
 	conn := planner(t, pool)
-	plan := strings.Join(explain(t, conn, pgstore.ReadStreamSQL, fmt.Sprintf("review-%x", md5.Sum([]byte("7"))), int64(1)), "\n")
+	plan := strings.Join(dbtest.Explain(t, conn, pgstore.ReadStreamSQL, fmt.Sprintf("review-%x", md5.Sum([]byte("7"))), int64(1)), "\n")
 	for p := range indexes {
 		if !strings.Contains(plan, "on "+p+"_stream_idx") && !strings.Contains(plan, "using "+p+"_stream_idx") {
 			t.Errorf("plan:\n%s\nreads partition %s without its index by stream", plan, p)

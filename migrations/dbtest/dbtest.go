@@ -273,3 +273,23 @@ func redact(connString string) string {
 	}
 	return "(connection string)"
 }
+
+// Querier runs a query: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Explain returns the lines of the plan q makes for sql with args, costs
+// left out, for tests of which index a statement reads.
+func Explain(tb testing.TB, q Querier, sql string, args ...any) []string {
+	tb.Helper()
+	rows, err := q.Query(context.Background(), `EXPLAIN (COSTS OFF) `+sql, args...)
+	if err != nil {
+		tb.Fatalf("explain %s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatalf("explain %s: %v", sql, err)
+	}
+	return lines
+}
